@@ -1,0 +1,85 @@
+"""The ``swell`` command line.
+
+One entry point with subcommands. Each stage contributes its subcommands
+through a module listed in :data:`COMMAND_MODULES`; such a module has a
+``register(subparsers)`` function that adds its parsers and sets
+``func=handler`` on them. A handler takes the parsed arguments and returns an
+exit status.
+
+Errors: a :class:`~swell.errors.SwellError` is printed as one line
+(``swell: FILE: problem``) with exit status 2 (3 when the host lacks
+something); ``--debug`` shows the traceback instead. Ctrl-C exits with 130
+after the handlers' own clean-up has run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from swell import __version__
+from swell.errors import SwellError
+
+# Explicit registry: module path -> provides register(subparsers).
+COMMAND_MODULES: tuple[str, ...] = (
+    "swell.extract.cli",
+    # (further stages add their command modules here)
+)
+
+EPILOG = """\
+typical flow:
+  swell trace info TRACE.pcap            what is in a capture
+  swell extract TRACE.pcap -o MODEL      fit Swing models (users, apps, network)
+  swell model show MODEL                 summary table and CDF plots
+  swell doctor                           what this host offers (netem? TUN?)
+  swell run experiments/demo.yaml        run a study; then swell report RUN_DIR
+
+Every command takes --help. Set SWELL_QUIET=1 to hide progress output.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="swell",
+        description="Realistic, responsive background traffic for network experiments.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"swell {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show full tracebacks instead of one-line errors"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod_name in COMMAND_MODULES:
+        importlib.import_module(mod_name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("SWELL_DEBUG") == "1"
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        return int(args.func(args) or 0)
+    except SwellError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"swell: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("swell: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
