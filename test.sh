@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: installs what it needs (idempotent), then runs the linters,
+# The test command: installs what it needs (idempotent), then runs the linter,
 # the native crates' own tests, and the Python tests (unit: no root;
 # integration: root + network namespaces). Extra arguments go to pytest.
+# Fails when any layer fails; pytest's "no tests ran" (exit 5) fails too.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 scripts/bootstrap.sh
@@ -9,7 +10,6 @@ export PATH="$PWD/.venv/bin:$HOME/.cargo/bin:$PATH"
 echo "== ruff"
 ruff check .
 echo "== cargo test (native core)"
-cargo test --release --quiet --locked 2>&1 | grep -E "^(test result|error|warning: unused)" || true
-cargo test --release --quiet --locked >/dev/null 2>&1
+cargo test --release --locked --quiet 2>&1 | grep -Ev "^\s*$|^running 0 tests|Running|Doc-tests"
 echo "== pytest"
 exec python -m pytest -p no:cacheprovider --timeout=900 "$@" tests

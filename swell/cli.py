@@ -26,8 +26,7 @@ from swell.errors import SwellError
 
 # Explicit registry: module path -> provides register(subparsers).
 COMMAND_MODULES: tuple[str, ...] = (
-    "swell.extract.cli",
-    # (further stages add their command modules here)
+    # (each stage adds its command module here when it lands)
 )
 
 EPILOG = """\

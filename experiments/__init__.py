@@ -1,0 +1,1 @@
+"""swell.experiments: experiment files, the runner and the report."""

@@ -1,0 +1,1 @@
+//! Streaming pcap/pcapng reader (work in progress by the reader owner).
