@@ -22,7 +22,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-dev python3-pip
   iproute2 ethtool iptables tcpdump tshark mininet
   d-itg httperf apache2 tcpreplay nfdump iperf3
-  build-essential pkg-config curl ca-certificates git procps psmisc
+  build-essential pkg-config curl ca-certificates git procps psmisc kmod iputils-ping
 )
 
 missing=()

@@ -1,1 +1,38 @@
-fn main() {}
+//! swell-gen: swell's traffic engine, one small program with several roles.
+//!
+//!   swell-gen serve --listen ADDR:PORT [--listen ...] [--proto tcp|udp|both]
+//!   swell-gen run --schedule FILE --records FILE [--interval-ms 1000] [--duration S (hard stop)]
+//!   swell-gen send --dst ADDR:PORT [--src ADDR] --proto udp|tcp --pps N --size B
+//!                  --dist const|exp --duration S [--seed N] [--spin-us 1000] [--rt]
+//!   swell-gen recv --listen ADDR:PORT --proto udp|tcp --size B --log FILE [--idle S]
+//!   swell-gen probe --addr ADDR:PORT [--src ADDR] [--timeout S] [--connect-only]
+//!
+//! Errors print one line `swell-gen: ...` on stderr and exit 2. SIGTERM and
+//! SIGINT stop every role cleanly (records and logs are flushed).
+
+mod client;
+mod pace;
+mod schedule;
+mod server;
+mod util;
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    util::install_stop_handlers();
+    let Some(role) = argv.first() else {
+        eprintln!("usage: swell-gen serve|run|send|recv|probe [--options]");
+        std::process::exit(2);
+    };
+    let result = util::Args::parse(&argv[1..], &["connect-only", "rt"]).and_then(|a| match role.as_str() {
+        "serve" => server::serve(&a),
+        "run" => client::run(&a),
+        "send" => pace::send(&a),
+        "recv" => pace::recv(&a),
+        "probe" => pace::probe(&a),
+        other => Err(format!("unknown role {other:?} (serve, run, send, recv, probe)")),
+    });
+    if let Err(e) = result {
+        eprintln!("swell-gen: {e}");
+        std::process::exit(2);
+    }
+}

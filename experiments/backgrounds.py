@@ -1,0 +1,197 @@
+"""From an experiment's background spec to models, topology groups and a generator.
+
+The experiment file says *what* background to run (``BackgroundSpec``); this
+module turns that into the pieces the runner drives:
+
+* :func:`prepare_model` extracts a Swing model from a trace once (cached by the
+  trace's hash under the study directory) and applies the variant (RSP x k,
+  HB constant RTT, zero think time, capped access links, then session scaling
+  or scaling to a target rate), saved as its own model directory so the run
+  directory keeps exactly what was replayed;
+* :func:`topology_for` fills the background host groups of the topology spec:
+  for Swing the access links are drawn from the (variant) model; for the open
+  loop baselines one client and one server on unconstrained links; for no
+  background and fixed loss none (fixed loss sets the bottleneck's loss rate);
+* :func:`make_background` builds the generator (``swell.generators``) placed on
+  the topology's nodes, or ``None`` when nothing is generated.
+
+Direction: the foreground downloads flow server side -> client side (the
+bottleneck's "reverse"), so CBR/Poisson senders sit on the server side and
+their receivers on the client side, competing with the downloads as in the
+study.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from swell.errors import SwellError
+from swell.experiments.schema import BackgroundSpec, VariantSpec
+from swell.generators.base import Generator, Place, Via
+
+DEFAULT_SWING_CLIENTS = 50
+DEFAULT_SWING_SERVERS = 10
+
+
+def _hash_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def base_model(bg: BackgroundSpec, cache: Path, base_dir: Path) -> Path | None:
+    """The model directory a background starts from (extracting a trace once).
+
+    Relative ``model``/``trace`` paths are relative to the experiment file's folder.
+    """
+    from swell.extract.cli import extract_model
+    from swell.extract.model import save_model
+
+    if bg.model:
+        model = base_dir / bg.model
+        if not (model / "model.json").is_file():
+            raise SwellError(model, "not a swell model directory")
+        return model
+    if not bg.trace:
+        return None
+    trace = base_dir / bg.trace
+    if not trace.is_file():
+        raise SwellError(trace, "no such trace")
+    dest = cache / f"model-{_hash_file(trace)}"
+    if not (dest / "model.json").is_file():
+        save_model(extract_model(trace, label=f"extract {trace.name}"), dest)
+    return dest
+
+
+def apply_variant(model_dir: Path, variant: VariantSpec | None, cache: Path) -> Path:
+    """The variant of a model, saved beside the others (same inputs, same directory)."""
+    from swell.extract import variants as v
+    from swell.extract.model import load_model, save_model
+
+    if variant is None or variant == VariantSpec():
+        return model_dir
+    key = hashlib.sha1(
+        (str(model_dir.resolve()) + variant.model_dump_json()).encode()
+    ).hexdigest()[:12]
+    dest = cache / f"variant-{key}"
+    if (dest / "model.json").is_file():
+        return dest
+    m = load_model(model_dir)
+    if variant.rsp is not None:
+        m = v.scale_responses(m, variant.rsp)
+    if variant.zero_think:
+        m = v.zero_think(m)
+    if variant.hb_rtt_ms is not None:
+        m = v.constant_rtt(m, variant.hb_rtt_ms / 1000.0)
+    if variant.cap_mbps is not None:
+        m = v.cap_capacity(m, variant.cap_mbps * 1e6)
+    if variant.scale is not None:
+        m = v.scale_sessions(m, variant.scale)
+    if variant.target_mbps is not None:
+        m = v.scale_to_rate(m, variant.target_mbps * 1e6)
+    save_model(m, dest)
+    return dest
+
+
+def model_rate_bps(model_dir: Path) -> float:
+    """The model's mean rate server -> client (the direction the downloads compete in).
+
+    Payload bytes the servers sent over the trace's duration, times the model's rate scale:
+    what a CBR or Poisson background must carry to match the Swing background's load.
+    """
+    from swell.extract.model import load_model
+
+    m = load_model(model_dir)
+    scale = float(m.meta.get("rate_scale", 1.0))
+    s2c = sum(a["bytes_s2c"] for a in m.meta["apps"].values())
+    return 8.0 * s2c * scale / max(m.duration_s, 1e-9)
+
+
+def topology_for(topology: dict[str, Any], bg: BackgroundSpec, model: Path | None
+                 ) -> dict[str, Any]:
+    """The topology spec of one run: background groups filled in for its background."""
+    topo = copy.deepcopy(topology)
+    for side, default in (("clients", DEFAULT_SWING_CLIENTS), ("servers", DEFAULT_SWING_SERVERS)):
+        group = dict(topo.get(side) or {})
+        explicit = "access" in group or "model" in group
+        if bg.kind == "swing":
+            if not explicit:
+                if model is None:
+                    raise SwellError("background", "swing needs a model")
+                group.setdefault("count", default)
+                group["model"] = {"path": str(model), "side": side[:-1]}
+        elif bg.kind in ("none", "fixed_loss"):
+            group = {"count": 0}
+        elif not explicit:
+            group = {"count": 1, "access": {}}
+        topo[side] = group
+    if bg.kind == "fixed_loss":
+        bn = dict(topo.get("bottleneck") or {})
+        bn["loss"] = float(bg.loss or 0.0)
+        if isinstance(bn.get("reverse"), dict):
+            bn["reverse"] = {**bn["reverse"], "loss": float(bg.loss or 0.0)}
+        topo["bottleneck"] = bn
+    return topo
+
+
+def place_of(topo: Any, host: Any) -> Place:
+    """A generator ``Place`` that runs processes in an emulated host's namespace."""
+    from swell.topologies.layout import in_ns
+
+    return Via(in_ns(topo.layout.pid(host.node), []), label=host.node)
+
+
+def make_background(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path,
+                    duration_s: float, seed: int) -> Generator | None:
+    """The background generator of a run, placed on the topology, or None."""
+    if bg.kind in ("none", "fixed_loss"):
+        return None
+    if bg.kind == "swing":
+        return _swing(topo, model, out, duration_s, seed)
+    if bg.kind in ("cbr", "poisson"):
+        return _cbr(bg, topo, model, out, duration_s, seed)
+    raise SwellError("background", f"{bg.kind!r} is not runnable by `swell run` yet")
+
+
+def _swing(topo: Any, model: Path | None, out: Path, duration_s: float, seed: int
+           ) -> Generator:
+    from swell.generators.schedule import build_schedule, load_app_samples, write_schedule
+    from swell.generators.swing import SwingConfig, SwingGenerator
+
+    if model is None:
+        raise SwellError("background", "swing needs a model")
+    apps, scale = load_app_samples(model)
+    clients = [h.ip for h in topo.clients]
+    servers = [h.ip for h in topo.servers]
+    sched = build_schedule(apps, clients, servers, duration_s, seed, scale=scale)
+    path = write_schedule(out / "schedule.jsonl", sched)
+    # Every client (server) namespace runs one swell-gen; sessions are split by client node.
+    return SwingGenerator(SwingConfig(
+        schedule=path, out_dir=out,
+        server=place_of(topo, topo.servers[0]), client=place_of(topo, topo.clients[0]),
+        duration_s=duration_s,
+    ))
+
+
+def _cbr(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path, duration_s: float,
+         seed: int) -> Generator:
+    from swell.generators.cbr import CbrConfig, CbrGenerator
+
+    if bg.rate_mbps is not None:
+        rate = bg.rate_mbps * 1e6
+    elif model is not None:
+        rate = model_rate_bps(model)
+    else:
+        raise SwellError("background", f"{bg.kind} needs rate_mbps or a model to match")
+    receiver, sender = topo.clients[0], topo.servers[0]
+    return CbrGenerator(CbrConfig(
+        dst=receiver.ip, src=sender.ip, rate_bps=rate, out_dir=out, proto=bg.proto,
+        dist="const" if bg.kind == "cbr" else "poisson", duration_s=duration_s,
+        server=place_of(topo, receiver), client=place_of(topo, sender), seed=seed,
+        size=1400 if bg.proto == "udp" else 1448,
+    ))

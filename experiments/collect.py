@@ -1,0 +1,154 @@
+"""Reduce one run's raw data to its results entry (``run.json``).
+
+Inputs are what the run left on disk (bottleneck captures per direction, the
+client-side foreground capture, generator counters) plus what the runner
+measured (timing, httperf's summary, the topology's report). Output is plain
+JSON: everything the report needs, so a report never reopens a capture.
+
+* background at the bottleneck, per direction, with the foreground hosts'
+  packets removed: mean rate, a 100 ms throughput series, and the energy plot
+  of the 1 ms byte series (Abry-Veitch, :mod:`swell.analysis.energy`) over the
+  measurement window (after the warm-up);
+* all traffic at the bottleneck per direction (mean rate), for utilisation;
+* foreground: per-request response times from the client-side capture
+  (:func:`swell.generators.web.response_times`) for requests started inside
+  the window, and httperf's own numbers beside them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swell.analysis.energy import energy_plot
+from swell.analysis.timeseries import Packets, bin_counts, load_packets
+from swell.experiments.schema import RunPlan
+from swell.generators.base import GenResult
+from swell.generators.web import HttperfSummary, response_times
+
+ENERGY_BIN_S = 0.001
+SERIES_BIN_S = 0.1
+V4_MASK = np.uint64(0xFFFFFFFF)
+
+
+def _v4(lo: np.ndarray) -> np.ndarray:
+    return (np.asarray(lo, np.uint64) & V4_MASK).astype(np.int64)
+
+
+def _ip_int(ip: str) -> int:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return (a << 24) | (b << 16) | (c << 8) | d
+
+
+def _window(ts_ns: np.ndarray, timing: dict[str, float]) -> tuple[int, int]:
+    """The measurement window in the capture's clock (wall clock when it matches)."""
+    start, end = timing.get("foreground_start"), timing.get("end")
+    if ts_ns.size and start and end and abs(ts_ns[0] / 1e9 - start) < 3600:
+        return int(start * 1e9), int(end * 1e9)
+    if not ts_ns.size:
+        return 0, 0
+    warm = (timing.get("foreground_start", 0) - timing.get("background_start", 0)) * 1e9
+    return int(ts_ns[0] + warm), int(ts_ns[-1]) + 1
+
+
+def direction_result(p: Packets | None, fg_ips: list[str], timing: dict[str, float]
+                     ) -> dict[str, Any]:
+    """Background and total figures of one bottleneck direction."""
+    if p is None or len(p) == 0:
+        return {"packets": 0, "bg_mean_mbps": 0.0, "all_mean_mbps": 0.0, "series_mbps": [],
+                "energy": None}
+    t0, t1 = _window(p.ts_ns, timing)
+    fg = np.zeros(len(p), dtype=bool)
+    for ip in fg_ips:
+        n = _ip_int(ip)
+        fg |= (_v4(p.saddr_lo) == n) | (_v4(p.daddr_lo) == n)
+    inwin = (p.ts_ns >= t0) & (p.ts_ns < t1)
+    span = max((t1 - t0) / 1e9, 1e-9)
+    bg = inwin & ~fg
+    energy = None
+    series: list[float] = []
+    if bg.any():
+        fine = bin_counts(p.ts_ns[bg], p.size[bg], int(ENERGY_BIN_S * 1e9), t0, t1)
+        energy = energy_plot(fine.bytes, ENERGY_BIN_S).to_dict()
+        coarse = bin_counts(p.ts_ns[bg], p.size[bg], int(SERIES_BIN_S * 1e9), t0, t1)
+        series = (coarse.bits_per_s / 1e6).round(4).tolist()
+    return {
+        "packets": int(inwin.sum()),
+        "bg_packets": int(bg.sum()),
+        "bg_mean_mbps": float(p.size[bg].sum() * 8 / span / 1e6),
+        "all_mean_mbps": float(p.size[inwin].sum() * 8 / span / 1e6),
+        "series_bin_s": SERIES_BIN_S,
+        "series_mbps": series,
+        "energy": energy,
+    }
+
+
+def foreground_result(pcap: Path | None, server_ip: str, port: int, timing: dict[str, float],
+                      summary: HttperfSummary | None) -> dict[str, Any] | None:
+    if pcap is None:
+        return None
+    out: dict[str, Any] = {"response_times_s": [], "starts_s": []}
+    if pcap.exists() and pcap.stat().st_size > 24:
+        from swell.extract.reader import read_all
+
+        ch = read_all(pcap)
+        ip = np.asarray(ch.ipver) == 4
+        starts, rts = response_times(
+            np.asarray(ch.ts_ns, np.int64)[ip], _v4(ch.saddr_lo[ip]), _v4(ch.daddr_lo[ip]),
+            np.asarray(ch.sport)[ip], np.asarray(ch.dport)[ip], np.asarray(ch.tcp_flags)[ip],
+            np.asarray(ch.payload_len)[ip], _ip_int(server_ip), port,
+        )
+        t0 = timing.get("foreground_start", 0.0)
+        if starts.size and abs(starts[0] - t0) < 3600:
+            keep = starts >= t0 - 0.5  # httperf's first SYN follows foreground_start
+        else:
+            keep = np.ones(starts.size, dtype=bool)
+        out["response_times_s"] = rts[keep].round(6).tolist()
+        out["starts_s"] = (starts[keep] - t0).round(6).tolist()
+        out["capture_packets"] = int(ip.sum())
+    if summary is not None:
+        out["httperf"] = {k: v for k, v in vars(summary).items() if k != "raw"}
+    return out
+
+
+def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str, float],
+                summary: HttperfSummary | None, gen: GenResult | None, report: dict[str, Any],
+                fg_pcap: Path | None, topo: dict[str, Any], model: Path | None
+                ) -> dict[str, Any]:
+    """The results entry of one run."""
+    from swell.experiments.runner import FG_PORT
+    from swell.topologies.addressing import plan_addresses
+    from swell.topologies.spec import spec_from_dict
+
+    spec = spec_from_dict(topo)
+    plan_addr = plan_addresses(spec)
+    fg_ips = [str(ip) for node in plan_addr.nodes if node.role == "fg" for ip in node.hosts]
+    server_ip = next((str(ip) for n in plan_addr.nodes if n.role == "fg" and n.side == "right"
+                      for ip in n.hosts), None)
+    directions = {}
+    for d in ("forward", "reverse"):
+        path = rdir / "capture" / f"bottleneck-{d}.pcap"
+        p = load_packets(path) if path.exists() and path.stat().st_size > 24 else None
+        directions[d] = direction_result(p, fg_ips, timing)
+    fg = foreground_result(fg_pcap, server_ip, FG_PORT, timing, summary) if server_ip else None
+    gen_summary = None
+    if gen is not None:
+        gen_summary = {"name": gen.name, "summary": gen.summary}
+    return {
+        "key": plan.key,
+        "label": plan.label,
+        "repetition": plan.repetition,
+        "seed": plan.seed,
+        "background": plan.spec.background.model_dump(),
+        "background_kind": plan.spec.background.kind,
+        "model": str(model) if model else None,
+        "engine": engine,
+        "timing": timing,
+        "bottleneck": directions,
+        "foreground": fg,
+        "generator": gen_summary,
+        "captures": report.get("captures", []),
+        "problems": report.get("problems", []),
+    }

@@ -1,0 +1,178 @@
+"""``swell report``: plots and a self-contained HTML page from a results file alone.
+
+Reads only ``results.json`` (:mod:`swell.experiments.results`), so any past
+study can be re-plotted. Writes into ``<study>/report/``:
+
+* ``energy-<direction>.png/.svg``: the background's energy plot per
+  configuration (repetition 0), with 95% intervals: a flat line is
+  Poisson-like traffic, a rising one is traffic bursty at large time scales;
+* ``timeseries-<direction>.png/.svg``: background throughput over time;
+* ``response-cdf.png/.svg``: foreground response times, one CDF per
+  configuration (all repetitions pooled);
+* ``slowdown.png/.svg``: response-time slowdown against the baseline (no
+  background) at the 5th, 50th, 90th, 95th percentiles and the mean, mean and
+  standard deviation over repetitions;
+* ``index.html``: every plot (PNG embedded as data, so the page is one file)
+  and a table of the numbers, with what the study was and where it ran.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swell.analysis import plots as P
+from swell.analysis.energy import EnergyPlot
+from swell.analysis.metrics import SLOWDOWN_STATS, slowdown, summary
+from swell.experiments.results import baseline_label, group_runs, load_results
+from swell.fsutil import write_text
+
+DIRECTIONS = {"reverse": "server -> client (downloads)", "forward": "client -> server"}
+
+
+def _rts(runs: list[dict[str, Any]]) -> list[np.ndarray]:
+    return [np.asarray((r.get("foreground") or {}).get("response_times_s", []), float)
+            for r in runs]
+
+
+def _energy_plots(groups: dict, out: Path, direction: str) -> list[Path]:
+    curves = []
+    for label, runs in groups.items():
+        e = runs[0]["bottleneck"][direction].get("energy")
+        if e:
+            mbps = np.mean([r["bottleneck"][direction]["bg_mean_mbps"] for r in runs])
+            curves.append((f"{label} [{mbps:.2f} Mbit/s]", EnergyPlot.from_dict(e)))
+    if not curves:
+        return []
+    fig = P.plot_energy(curves, title=f"Background energy plot, {DIRECTIONS[direction]}")
+    return P.save(fig, out / f"energy-{direction}")
+
+
+def _series_plot(groups: dict, out: Path, direction: str) -> list[Path]:
+    lines = []
+    for label, runs in groups.items():
+        d = runs[0]["bottleneck"][direction]
+        v = np.asarray(d.get("series_mbps", []), float)
+        if v.size:
+            lines.append((label, np.arange(v.size) * d.get("series_bin_s", 0.1), v))
+    if not lines:
+        return []
+    fig = P.plot_time_series(lines, title=f"Background throughput, {DIRECTIONS[direction]} "
+                             "(100 ms bins, repetition 0)", scale=1.0)
+    return P.save(fig, out / f"timeseries-{direction}")
+
+
+def _slowdowns(groups: dict, base: str | None) -> dict[str, dict[str, tuple[float, float]]]:
+    if base is None:
+        return {}
+    base_runs = [r for r in _rts(groups[base]) if r.size]
+    out = {}
+    for label, runs in groups.items():
+        rts = [r for r in _rts(runs) if r.size]
+        if label == base or not rts or not base_runs:
+            continue
+        sd = slowdown(rts, base_runs)
+        out[label] = {s: (v.mean, v.std) for s, v in sd.items()}
+    return out
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.{digits}g}"
+
+
+def _table(groups: dict, slow: dict) -> str:
+    head = ["configuration", "reps", "background Mbit/s (down / up)", "requests",
+            "response time median (s)", "p90 (s)", "slowdown median", "slowdown p90",
+            "capture drops"]
+    rows = []
+    for label, runs in groups.items():
+        down = np.mean([r["bottleneck"]["reverse"]["bg_mean_mbps"] for r in runs])
+        up = np.mean([r["bottleneck"]["forward"]["bg_mean_mbps"] for r in runs])
+        pooled = np.concatenate(_rts(runs)) if runs else np.zeros(0)
+        s = summary(pooled) if pooled.size else {}
+        drops = sum(int(c.get("dropped", 0)) for r in runs for c in r.get("captures", []))
+        sd = slow.get(label, {})
+        rows.append([label, str(len(runs)), f"{down:.2f} / {up:.2f}", str(pooled.size),
+                     _fmt(s.get("p50", float("nan"))), _fmt(s.get("p90", float("nan"))),
+                     _fmt(sd.get("p50", (float("nan"), 0))[0]),
+                     _fmt(sd.get("p90", (float("nan"), 0))[0]), str(drops)])
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def _img(path: Path, caption: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    svg = path.with_suffix(".svg").name
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(caption)}">'
+            f'<figcaption>{html.escape(caption)} (<a href="{svg}">SVG</a>)</figcaption></figure>')
+
+
+CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
+table{border-collapse:collapse;font-size:14px}td,th{border:1px solid #ccc;padding:4px 8px}
+th{background:#f3f3f3}figure{margin:1.5em 0}img{max-width:100%}figcaption{color:#555}
+.meta{color:#555;font-size:13px}"""
+
+CAPTIONS = {
+    "energy": "Energy plot (Abry-Veitch log-scale diagram) of the background at the "
+              "bottleneck, 1 ms bins, 95% intervals. Flat: no burstiness beyond Poisson; "
+              "rising with the time scale: bursty at large time scales.",
+    "timeseries": "Background throughput at the bottleneck over time.",
+    "cdf": "Foreground response times (SYN to last response byte, measured at the client).",
+    "slowdown": "Response time relative to the baseline; bars are the mean over "
+                "repetitions, whiskers one standard deviation.",
+}
+
+
+def make_report(results: str | Path, out: str | Path | None = None) -> Path:
+    """Plots and ``index.html`` for a study; returns the page's path."""
+    data = load_results(results)
+    study = Path(results) if Path(results).is_dir() else Path(results).parent
+    out = Path(out) if out else study / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    groups = group_runs(data)
+    base = baseline_label(data)
+    figures: list[tuple[Path, str]] = []
+    for d in ("reverse", "forward"):
+        figures += [(p, CAPTIONS["energy"]) for p in _energy_plots(groups, out, d)
+                    if p.suffix == ".png"]
+    for d in ("reverse", "forward"):
+        figures += [(p, CAPTIONS["timeseries"]) for p in _series_plot(groups, out, d)
+                    if p.suffix == ".png"]
+    samples = [(label, np.concatenate(_rts(runs))) for label, runs in groups.items()]
+    if any(s.size for _, s in samples):
+        fig = P.plot_cdfs([(lab, s) for lab, s in samples if s.size],
+                          title="Foreground response times")
+        figures += [(p, CAPTIONS["cdf"]) for p in P.save(fig, out / "response-cdf")
+                    if p.suffix == ".png"]
+    slow = _slowdowns(groups, base)
+    if slow:
+        fig = P.plot_slowdown_bars(list(slow.items()), SLOWDOWN_STATS,
+                                   title=f"Slowdown against {base}")
+        figures += [(p, CAPTIONS["slowdown"]) for p in P.save(fig, out / "slowdown")
+                    if p.suffix == ".png"]
+    exp = data.get("experiment", {})
+    host = data.get("host", {})
+    meta = (f"{len(data['runs'])} runs; duration {exp.get('duration_s')} s after a "
+            f"{exp.get('warmup_s')} s warm-up; seed {exp.get('seed')}; engine "
+            f"{', '.join(sorted({str(r.get('engine')) for r in data['runs']}))}; kernel "
+            f"{host.get('kernel')}; swell {host.get('swell_version')} "
+            f"({(host.get('git_revision') or 'no git')[:10]}"
+            f"{', modified' if host.get('git_dirty') else ''})")
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>swell: "
+            f"{html.escape(str(exp.get('name')))}</title><style>{CSS}</style></head><body>"
+            f"<h1>{html.escape(str(exp.get('name')))}</h1>"
+            f"<p>{html.escape(str(exp.get('description') or ''))}</p>"
+            f"<p class='meta'>{html.escape(meta)}</p><h2>Numbers</h2>{_table(groups, slow)}"
+            f"<h2>Plots</h2>{''.join(_img(p, c) for p, c in figures)}</body></html>\n")
+    dest = out / "index.html"
+    write_text(dest, page)
+    return dest

@@ -1,0 +1,99 @@
+"""The versioned results file of a study (``results.json``) and its loading.
+
+Flent's lesson: one file per study holds the raw series *and* the host's
+state, so any past study can be re-plotted from that file alone. Here
+``results.json`` is assembled from the per-run ``run.json`` files (each
+written atomically when its run finished) plus ``experiment.json`` and
+``host.json``::
+
+    {"format": "swell-results", "version": 1,
+     "experiment": {...resolved spec...}, "full": false, "host": {...},
+     "runs": [ {key, label, repetition, seed, background, engine, timing,
+                bottleneck: {forward|reverse: {bg_mean_mbps, all_mean_mbps,
+                series_mbps, series_bin_s, energy}},
+                foreground: {response_times_s, starts_s, httperf}, ...}, ...]}
+
+:func:`load_results` checks the format and version and groups the runs by
+their label (repetitions together) for the report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from swell.errors import SwellError
+from swell.fsutil import write_json
+
+RESULTS_FORMAT = "swell-results"
+RESULTS_VERSION = 1
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise SwellError(path, f"cannot read: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise SwellError(path, f"not valid JSON (line {exc.lineno}): {exc.msg}") from None
+
+
+def assemble_results(study: Path) -> Path:
+    """Write ``results.json`` from the study's finished runs (atomically)."""
+    exp = _read_json(study / "experiment.json")
+    host = _read_json(study / "host.json") if (study / "host.json").exists() else {}
+    runs = [_read_json(p) for p in sorted((study / "runs").glob("*/rep*/run.json"))]
+    order = {}
+    for r in runs:
+        order.setdefault(r["key"], len(order))
+    runs.sort(key=lambda r: (order[r["key"]], r["repetition"]))
+    dest = study / "results.json"
+    write_json(dest, {
+        "format": RESULTS_FORMAT,
+        "version": RESULTS_VERSION,
+        "experiment": exp.get("spec", {}),
+        "full": exp.get("full", False),
+        "host": host,
+        "runs": runs,
+    })
+    return dest
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read a results file (or a study directory) and check its version."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    data = _read_json(path)
+    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
+        raise SwellError(path, "not a swell results file")
+    if data.get("version") != RESULTS_VERSION:
+        raise SwellError(path, f"results version {data.get('version')} is not supported "
+                               f"(this swell reads version {RESULTS_VERSION})")
+    if not data.get("runs"):
+        raise SwellError(path, "no finished runs in this results file")
+    return data
+
+
+def group_runs(data: dict[str, Any]) -> OrderedDict[str, list[dict[str, Any]]]:
+    """Runs grouped by label (the repetitions of one configuration), in study order."""
+    groups: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+    for run in data["runs"]:
+        groups.setdefault(run["label"], []).append(run)
+    return groups
+
+
+def baseline_label(data: dict[str, Any]) -> str | None:
+    """The configuration slowdowns are computed against: the spec's, or no background."""
+    wanted = (data.get("experiment") or {}).get("baseline")
+    labels = list(group_runs(data))
+    if wanted:
+        if wanted not in labels:
+            raise SwellError("baseline", f"no runs labelled {wanted!r} (have {labels})")
+        return wanted
+    for run in data["runs"]:
+        if run.get("background_kind") == "none":
+            return run["label"]
+    return None

@@ -1,0 +1,217 @@
+"""``swell run``: lay out, generate, capture, tear down, repeat; resumable.
+
+A study directory holds::
+
+    experiment.yaml          the file as given (copied), and
+    experiment.json          the resolved spec (extends and --full applied)
+    host.json                kernel, tool versions, git revision, engine facts
+    models/                  extracted models and their variants (cached)
+    runs/<key>/rep<N>/       one run: topology.json, schedule, captures, logs,
+                             run.json (written last, atomically: a run is done
+                             exactly when its run.json exists)
+    results.json             every finished run, assembled (versioned)
+
+Re-running the same command skips the runs whose ``run.json`` exists, so an
+interrupted study continues where it stopped, and a half-done run (no
+``run.json``) is redone from scratch. Each run: the topology comes up (the
+``Topology`` context manager owns and removes everything), congestion control
+is set in every namespace, the background starts, after the warm-up the
+foreground starts, both stop after the duration, the topology goes down, and
+the captures are reduced to results (time series per direction, energy plots,
+response times) by :mod:`swell.experiments.collect`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from swell import __version__
+from swell.errors import SwellError
+from swell.experiments import backgrounds as bgs
+from swell.experiments.collect import collect_run
+from swell.experiments.results import RESULTS_VERSION, assemble_results
+from swell.experiments.schema import Experiment, RunPlan, expand_runs, load_experiment
+from swell.fsutil import write_json
+from swell.generators.base import live_status
+from swell.generators.web import ApacheServer, Httperf
+from swell.progress import Progress
+
+REPO = Path(__file__).resolve().parent.parent
+FG_PORT = 80
+
+
+def _cmd_version(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "not found"
+    text = (out.stdout or out.stderr).strip().splitlines()
+    return text[0] if text else "unknown"
+
+
+def host_metadata() -> dict[str, Any]:
+    """What a reader of the results needs to know about the host and the code."""
+    from swell.topologies.engines import probe_engines
+
+    facts = probe_engines()
+    git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                         text=True)
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"],
+                           capture_output=True, text=True).stdout.strip()
+    return {
+        "swell_version": __version__,
+        "git_revision": git.stdout.strip() or None,
+        "git_dirty": bool(dirty),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "engine_facts": facts.__dict__ if hasattr(facts, "__dict__") else str(facts),
+        "tools": {
+            "tc": _cmd_version(["tc", "-V"]),
+            "tcpdump": _cmd_version(["tcpdump", "--version"]),
+            "httperf": _cmd_version(["httperf", "--version"]),
+            "apache2": _cmd_version(["/usr/sbin/apache2", "-v"]),
+        },
+    }
+
+
+def _set_congestion_control(topo: Any, algo: str) -> None:
+    for node in topo.layout.nodes:
+        topo.run_in(node, ["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={algo}"])
+
+
+def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress,
+             base_dir: Path) -> dict:
+    from swell.topologies.spec import spec_from_dict
+    from swell.topologies.topology import Topology
+
+    exp = plan.spec
+    bg = exp.background
+    models = study / "models"
+    base = bgs.base_model(bg, models, base_dir)
+    model = bgs.apply_variant(base, bg.variant, models) if base is not None else None
+    topo_dict = bgs.topology_for(
+        exp.topology if isinstance(exp.topology, dict) else {}, bg, model
+    )
+    topo_dict.setdefault("seed", plan.seed)
+    spec = spec_from_dict(topo_dict, f"{plan.key} topology")
+    write_json(rdir / "topology.json", json.loads(spec.model_dump_json()))
+    total = exp.warmup_s + exp.duration_s
+    fg = exp.foreground
+    timing: dict[str, float] = {}
+    with Topology(spec, engine=engine if engine != "auto" else None,
+                  capture_dir=rdir / "capture") as topo:
+        _set_congestion_control(topo, exp.congestion_control)
+        gen = bgs.make_background(bg, topo, model, rdir / "background", total + 5, plan.seed)
+        apache = httperf = None
+        fg_client_pcap = rdir / "capture" / "fg-client.pcap"
+        tcpdump = None
+        try:
+            if gen is not None:
+                gen.check()
+                gen.start_server()
+                gen.wait_ready(15)
+                gen.start_client()
+            t0 = time.monotonic()
+            timing["background_start"] = time.time()
+            if fg.kind == "httperf":
+                srv, cli = topo.fg_servers[0], topo.fg_clients[0]
+                apache = ApacheServer(rdir / "apache", srv.ip, FG_PORT)
+                apache.start(bgs.place_of(topo, srv), [fg.object_bytes], plan.seed)
+                apache.wait_ready(bgs.place_of(topo, cli))
+                tcpdump = topo.popen_in(cli, [
+                    "tcpdump", "-i", "any", "-n", "-s", "96", "--immediate-mode", "-B", "16384",
+                    "--time-stamp-precision=nano", "-w", str(fg_client_pcap),
+                    f"host {srv.ip} and tcp port {FG_PORT}",
+                ], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+                _wait_file(fg_client_pcap, 10)
+            while time.monotonic() - t0 < exp.warmup_s:
+                _tick(gen, prog, time.monotonic() - t0)
+            timing["foreground_start"] = time.time()
+            if fg.kind == "httperf":
+                max_conns = fg.objects or 10_000_000
+                httperf = Httperf(topo.fg_servers[0].ip, FG_PORT, fg.object_bytes, max_conns)
+                httperf.start(bgs.place_of(topo, topo.fg_clients[0]))
+            while time.monotonic() - t0 < total:
+                if httperf is not None and httperf.proc is not None and \
+                        httperf.proc.poll() is not None:
+                    break
+                _tick(gen, prog, time.monotonic() - t0)
+            timing["end"] = time.time()
+            summary = httperf.stop() if httperf is not None else None
+        finally:
+            if gen is not None:
+                gen.stop()
+            if apache is not None:
+                apache.stop()
+            if tcpdump is not None and tcpdump.poll() is None:
+                tcpdump.send_signal(2)
+                try:
+                    tcpdump.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    tcpdump.kill()
+        gen_result = gen.collect(exp.warmup_s) if gen is not None else None
+        engine_used = topo.engine_name
+    report = topo.report
+    if report.get("problems"):
+        raise SwellError(rdir, "; ".join(report["problems"]))
+    return collect_run(
+        plan, rdir, engine_used, timing, summary, gen_result, report,
+        fg_client_pcap if fg.kind == "httperf" else None, topo_dict, model,
+    )
+
+
+def _wait_file(path: Path, timeout: float) -> None:
+    """tcpdump writes the pcap header once it listens: probe for it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.stat().st_size >= 24:
+            return
+        time.sleep(0.02)
+    raise SwellError(path, "the client-side capture did not start")
+
+
+def _tick(gen: Any, prog: Progress, elapsed: float) -> None:
+    status = ""
+    if gen is not None:
+        gen.poll()
+        status = live_status(gen.counter_lines)
+    prog.update(done=elapsed, status=status)
+    time.sleep(0.2)  # display cadence, not a readiness wait
+
+
+def run_experiment(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
+                   full: bool = False, engine: str | None = None) -> Path:
+    """Run (or continue) a study; return its directory."""
+    exp: Experiment = load_experiment(path, full=full)
+    plans = expand_runs(exp, str(path))
+    study = Path(out) if out else Path("runs") / exp.name
+    study.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, study / "experiment.yaml")
+    write_json(study / "experiment.json", {"results_version": RESULTS_VERSION, "full": full,
+                                           "spec": json.loads(exp.model_dump_json())})
+    write_json(study / "host.json", host_metadata())
+    done = 0
+    for i, plan in enumerate(plans, 1):
+        rdir = study / "runs" / plan.key / f"rep{plan.repetition}"
+        if (rdir / "run.json").is_file():
+            done += 1
+            continue
+        if rdir.exists():
+            shutil.rmtree(rdir)  # a half-done run: redo it
+        rdir.mkdir(parents=True)
+        label = f"[{i}/{len(plans)}] {plan.label} rep {plan.repetition}"
+        total = plan.spec.warmup_s + plan.spec.duration_s
+        with Progress(label, total=total, unit="s") as prog:
+            result = _run_one(plan, study, rdir, engine or exp.engine, prog,
+                              Path(path).resolve().parent)
+        write_json(rdir / "run.json", result)
+    assemble_results(study)
+    return study

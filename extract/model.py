@@ -1,0 +1,299 @@
+"""The Swing model directory: format, fitting, saving and loading.
+
+A model is a directory (format documented in ``docs/model-format.md``)::
+
+    MODEL/model.json   format + version, provenance (source file, SHA-256,
+                       thresholds, swell version), trace summary, per-application
+                       summary, network summary, what could not be estimated and
+                       what was assumed, sensitivity table, applied variants
+    MODEL/arrays.npz   every distribution as empirical samples:
+                       app/<app>/<param>   (see swell.extract.sessions.APP_PARAMS)
+                       net/<side>/<param>  (side client|server; hosts, delay_s,
+                       capacity_bps, loss and their *_measured masks)
+
+It is written with :func:`swell.fsutil.atomic_dir` (all or nothing).
+:func:`load_model` checks the format name and version and validates the
+arrays against the metadata; code elsewhere (the Swing generator, the topology
+that draws access links) uses the typed :class:`SwingModel` accessors only.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swell import __version__
+from swell.errors import SwellError
+from swell.extract.connections import ConnTable
+from swell.extract.network import NET_PARAMS, SIDES, Evidence, describe, estimate_network
+from swell.extract.sessions import APP_PARAMS, Thresholds, app_parameters
+
+FORMAT = "swell-swing-model"
+FORMAT_VERSION = 1
+INT_PARAMS = ("numConn", "numRRE", "numPairs", "reqSize", "rspSize", "rreServer")
+PARAM_UNITS = {
+    "numConn": "connections per RRE",
+    "interConn": "s between connection starts in an RRE",
+    "numRRE": "RREs per session",
+    "interRRE": "s of user think time between RREs",
+    "numPairs": "request/response pairs per connection",
+    "reqSize": "bytes per request",
+    "rspSize": "bytes per response",
+    "reqThink": "s from a response's end to the next request",
+    "sessionStart": "s since trace start",
+    "interSession": "s between session starts",
+    "rreServer": "server host index (into net/server/hosts order) per RRE",
+    "delay_s": "one-way access delay, s",
+    "capacity_bps": "access capacity, bit/s",
+    "loss": "loss rate (retransmitted / data segments)",
+}
+
+
+@dataclass
+class SwingModel:
+    """A loaded (or freshly fitted) model: metadata plus named sample arrays."""
+
+    meta: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+    # -- accessors used by generators and topologies ------------------------------------------
+    @property
+    def apps(self) -> list[str]:
+        return sorted(self.meta["apps"])
+
+    def app_info(self, app: str) -> dict[str, Any]:
+        return self.meta["apps"][app]
+
+    def samples(self, app: str, param: str) -> np.ndarray:
+        """Empirical samples of an application parameter (``APP_PARAMS``)."""
+        key = f"app/{app}/{param}"
+        if key not in self.arrays:
+            raise KeyError(key)
+        return self.arrays[key]
+
+    def net(self, side: str, param: str, measured_only: bool = False) -> np.ndarray:
+        """Per-host values of a network parameter on ``side`` (client|server)."""
+        v = self.arrays[f"net/{side}/{param}"]
+        return v[self.arrays[f"net/{side}/{param}_measured"]] if measured_only else v
+
+    def hosts(self, side: str) -> list[str]:
+        return [str(h) for h in self.arrays[f"net/{side}/hosts"]]
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.meta["trace"]["duration_s"])
+
+    def session_rate(self, app: str | None = None) -> float:
+        """Sessions per second of one application, or of all together."""
+        apps = [app] if app else self.apps
+        return float(sum(self.meta["apps"][a]["sessions_per_s"] for a in apps))
+
+    def mean_rate_bps(self) -> float:
+        """Mean payload rate of the modelled traffic, both directions, bit/s."""
+        scale = float(self.meta.get("rate_scale", 1.0))
+        total = sum(a["bytes_c2s"] + a["bytes_s2c"] for a in self.meta["apps"].values())
+        return 8.0 * total * scale / max(self.duration_s, 1e-9)
+
+    @property
+    def not_estimated(self) -> list[str]:
+        return list(self.meta.get("not_estimated", []))
+
+    @property
+    def assumed(self) -> list[str]:
+        return list(self.meta.get("assumed", []))
+
+    def copy(self) -> SwingModel:
+        return SwingModel(copy.deepcopy(self.meta), {k: v.copy() for k, v in self.arrays.items()})
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _trace_notes(table: ConnTable) -> tuple[list[str], list[str]]:
+    """What one-directional, mid-stream or header-only input prevents, and what is assumed."""
+    c = table.cols
+    n = len(table)
+    missing, assumed = [], []
+    if n == 0:
+        return ["everything: no TCP or UDP traffic in the trace"], []
+    one_way = int(c["one_way"].sum())
+    if one_way == n:
+        missing.append(
+            "responses (rspSize) and request/response structure of the unseen "
+            "direction: only one direction of every connection was captured"
+        )
+        assumed.append("rspSize = 0 for one-directional connections (lower bound)")
+    elif one_way:
+        assumed.append(
+            f"{one_way} of {n} connections one-directional: their unseen "
+            "direction counts 0 bytes (lower bound)"
+        )
+    tcp = c["proto"] == 6
+    if tcp.any() and np.isnan(c["server_leg"][tcp]).all():
+        missing.append("handshake RTT legs from SYN -> SYN/ACK: no complete handshake seen")
+    inferred = int((c["client_inferred"] & tcp).sum())
+    if inferred:
+        assumed.append(
+            f"{inferred} of {int(tcp.sum())} TCP connections without SYN or SYN/ACK: "
+            "client/server roles inferred from well-known ports (else the higher "
+            "port is the client)"
+        )
+    if (~tcp).any():
+        assumed.append(
+            "UDP flows: the server is the well-known port's side, else the first "
+            "sender is the client; flows end after 60 s idle"
+        )
+    lb = int(c["lower_bound"].sum())
+    if lb:
+        assumed.append(
+            f"{lb} TCP connections open at the trace start or end: their sizes and "
+            "durations are lower bounds"
+        )
+    return missing, assumed
+
+
+def fit_model(
+    table: ConnTable,
+    pair_hist: dict[int, int],
+    th: Thresholds,
+    provenance: dict[str, Any],
+    ev: Evidence | None = None,
+    sensitivity_rows: list[dict[str, float]] | None = None,
+) -> SwingModel:
+    """Build a :class:`SwingModel` from a connection table."""
+    ev = ev or Evidence()
+    params, summary = app_parameters(table, th)
+    net = estimate_network(table, pair_hist, ev)
+    arrays: dict[str, np.ndarray] = {}
+    server_ids = net.sides["server"]["hosts"]
+    for app, vals in params.items():
+        for name in APP_PARAMS:
+            v = vals[name]
+            if name == "rreServer":
+                v = np.searchsorted(server_ids, v)
+            arrays[f"app/{app}/{name}"] = np.asarray(
+                v, dtype=np.int64 if name in INT_PARAMS else np.float64
+            )
+    for side, vals in net.sides.items():
+        arrays[f"net/{side}/hosts"] = np.array(
+            [table.hosts[i] for i in vals["hosts"]], dtype=str
+        ).astype("U45")
+        for p in NET_PARAMS:
+            arrays[f"net/{side}/{p}"] = vals[p].astype(np.float64)
+            arrays[f"net/{side}/{p}_measured"] = vals[f"{p}_measured"].astype(bool)
+    c = table.cols
+    missing, assumed = _trace_notes(table)
+    duration = float(np.nanmax(c["end"]) - np.nanmin(c["start"])) if len(table) else 0.0
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "swell_version": __version__,
+        "created_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "provenance": {
+            **provenance,
+            "thresholds": th.as_dict(),
+            "evidence": {
+                "min_pairs": ev.min_pairs,
+                "min_segments": ev.min_segments,
+                "fallback_seed": ev.seed,
+            },
+        },
+        "trace": {**table.stats, "duration_s": duration, "t0_ns": table.t0_ns},
+        "apps": summary,
+        "network": describe(net),
+        "not_estimated": missing + net.not_estimated,
+        "assumed": assumed + net.assumed,
+        "fallback_counts": net.fallback_counts,
+        "sensitivity": sensitivity_rows or [],
+        "variants": [],
+        "rate_scale": 1.0,
+        "param_units": PARAM_UNITS,
+    }
+    return SwingModel(meta, arrays)
+
+
+def save_model(model: SwingModel, dest: str | os.PathLike[str]) -> Path:
+    """Write the model directory atomically (validated first)."""
+    from swell.fsutil import atomic_dir
+
+    validate(model, str(dest))
+    with atomic_dir(dest) as tmp:
+        np.savez_compressed(tmp / "arrays.npz", **model.arrays)
+        (tmp / "model.json").write_text(
+            json.dumps(model.meta, indent=2, sort_keys=True, default=str) + "\n"
+        )
+    return Path(dest)
+
+
+def load_model(src: str | os.PathLike[str]) -> SwingModel:
+    """Read and validate a model directory; a :class:`SwellError` says what is wrong."""
+    src = Path(src)
+    mj, npz = src / "model.json", src / "arrays.npz"
+    if not mj.is_file() or not npz.is_file():
+        raise SwellError(src, "not a swell model directory (model.json and arrays.npz needed)")
+    try:
+        meta = json.loads(mj.read_text())
+    except json.JSONDecodeError as exc:
+        raise SwellError(mj, f"unreadable JSON: {exc}") from exc
+    if meta.get("format") != FORMAT:
+        raise SwellError(mj, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise SwellError(
+            mj,
+            f"format version {meta.get('format_version')} is not supported "
+            f"(this swell reads version {FORMAT_VERSION})",
+        )
+    try:
+        with np.load(npz, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as exc:
+        raise SwellError(npz, f"unreadable arrays: {exc}") from exc
+    model = SwingModel(meta, arrays)
+    validate(model, str(src))
+    return model
+
+
+def validate(model: SwingModel, where: str) -> None:
+    """Check that metadata and arrays agree; raise :class:`SwellError` otherwise."""
+    meta, arrays = model.meta, model.arrays
+    for key in ("provenance", "trace", "apps", "not_estimated", "assumed"):
+        if key not in meta:
+            raise SwellError(where, f"model.json lacks {key!r}")
+    for app in meta["apps"]:
+        for p in APP_PARAMS:
+            k = f"app/{app}/{p}"
+            if k not in arrays:
+                raise SwellError(where, f"arrays.npz lacks {k}")
+            if arrays[k].dtype.kind == "f" and not np.isfinite(arrays[k]).all():
+                raise SwellError(where, f"{k} holds NaN or infinite samples")
+            if (
+                p not in ("interConn", "interRRE", "reqThink", "sessionStart", "interSession")
+                and len(arrays[k])
+                and arrays[k].min() < 0
+            ):
+                raise SwellError(where, f"{k} holds negative values")
+    for side in SIDES:
+        n = len(arrays.get(f"net/{side}/hosts", []))
+        for p in NET_PARAMS:
+            for k in (f"net/{side}/{p}", f"net/{side}/{p}_measured"):
+                if k not in arrays or len(arrays[k]) != n:
+                    raise SwellError(where, f"{k} missing or not one value per {side} host")
+    for k in arrays:
+        head = k.split("/")
+        if len(head) != 3 or head[0] not in ("app", "net"):
+            raise SwellError(where, f"unexpected array key {k!r}")
+        if head[0] == "app" and head[1] not in meta["apps"]:
+            raise SwellError(where, f"array {k!r} for an application not in model.json")

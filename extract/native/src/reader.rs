@@ -1,0 +1,613 @@
+//! Capture-file framing: classic pcap (micro/nanosecond, either byte order,
+//! the "modified" Kuznetzov variant) and pcapng (several sections and
+//! interfaces, per-interface link type, `if_tsresol` and `if_tsoffset`;
+//! EPB, SPB and the obsolete PB).
+//!
+//! `Reader::read` fills up to `cap` rows of caller-owned columns and returns
+//! how many it wrote; 0 means the end. A damaged file never panics: framing
+//! problems end the read with a counted reason (`truncated_last_record`,
+//! `corrupt_record`, `corrupt_block`, ...), packet problems are counted and the
+//! packet is still returned.
+
+use std::io::{self, Read};
+
+use crate::columns::{Columns, Meta};
+use crate::dissect::{dissect, linktype_known, Row};
+use crate::source::Source;
+use crate::warn::{Warn, Warnings};
+
+const BUF_SIZE: usize = 4 << 20;
+/// Larger records are taken as corruption (libpcap's own limit is 256 KiB).
+const MAX_RECORD: usize = 16 << 20;
+const MAX_BLOCK: usize = 64 << 20;
+/// libpcap's largest snap length; longer records are corrupt unless the
+/// file's snap length allows them.
+const RESYNC_MAX_CAPLEN: usize = 262_144;
+const RESYNC_WINDOW: usize = 1 << 20;
+const DAY_NS: i64 = 86_400 * 1_000_000_000;
+const SHB: u32 = 0x0A0D_0D0A;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TsRes {
+    Pow10(u8),
+    Pow2(u8),
+}
+
+impl TsRes {
+    fn from_option(b: u8) -> TsRes {
+        if b & 0x80 != 0 {
+            TsRes::Pow2(b & 0x7f)
+        } else {
+            TsRes::Pow10(b)
+        }
+    }
+
+    pub fn seconds(self) -> f64 {
+        match self {
+            TsRes::Pow10(n) => 10f64.powi(-(n as i32)),
+            TsRes::Pow2(n) => 2f64.powi(-(n as i32)),
+        }
+    }
+
+    fn to_ns(self, units: u64) -> i128 {
+        let u = units as i128;
+        match self {
+            TsRes::Pow10(n) if n <= 9 => u * 10i128.pow(9 - n as u32),
+            TsRes::Pow10(n) if n <= 47 => u / 10i128.pow(n as u32 - 9),
+            TsRes::Pow10(_) => 0,
+            TsRes::Pow2(n) => (u * 1_000_000_000) >> n,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Iface {
+    pub linktype: u16,
+    pub snaplen: u32,
+    pub tsres: TsRes,
+    pub ts_offset_s: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Pcap { nano: bool, modified: bool },
+    Pcapng,
+}
+
+/// Running totals over the packets returned so far.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub warnings: Warnings,
+    pub packets: u64,
+    pub bytes_wire: u64,
+    pub bytes_cap: u64,
+    pub min_ts: i64,
+    pub max_ts: i64,
+    prev_ts: Option<i64>,
+}
+
+pub struct Reader {
+    src: Source,
+    pub format: Format,
+    be: bool,
+    pub ifaces: Vec<Iface>,
+    section_base: usize,
+    pub snaplen: u32,
+    pub stats: Stats,
+    done: bool,
+}
+
+#[inline]
+fn rd16(be: bool, d: &[u8], o: usize) -> u16 {
+    let b = [d[o], d[o + 1]];
+    if be {
+        u16::from_be_bytes(b)
+    } else {
+        u16::from_le_bytes(b)
+    }
+}
+
+#[inline]
+fn rd32(be: bool, d: &[u8], o: usize) -> u32 {
+    let b = [d[o], d[o + 1], d[o + 2], d[o + 3]];
+    if be {
+        u32::from_be_bytes(b)
+    } else {
+        u32::from_le_bytes(b)
+    }
+}
+
+fn rd64(be: bool, d: &[u8], o: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[o..o + 8]);
+    if be {
+        u64::from_be_bytes(b)
+    } else {
+        u64::from_le_bytes(b)
+    }
+}
+
+fn clamp_ns(v: i128) -> i64 {
+    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// Decode one packet and store it in row `i`; update the totals.
+fn store(st: &mut Stats, cols: &mut Columns, i: usize, m: &Meta, data: &[u8]) {
+    let mut row = Row::default();
+    if let Some(w) = dissect(data, m.linktype, m.wirelen, &mut row) {
+        st.warnings.add(w);
+    }
+    if m.caplen > m.wirelen {
+        st.warnings.add(Warn::CaplenExceedsWirelen);
+    }
+    match st.prev_ts {
+        None => {
+            st.min_ts = m.ts_ns;
+            st.max_ts = m.ts_ns;
+        }
+        Some(p) => {
+            if m.ts_ns < p {
+                st.warnings.add(Warn::TsBackwards);
+            }
+            if m.ts_ns.saturating_sub(p).saturating_abs() > DAY_NS {
+                st.warnings.add(Warn::TsJump);
+            }
+            st.min_ts = st.min_ts.min(m.ts_ns);
+            st.max_ts = st.max_ts.max(m.ts_ns);
+        }
+    }
+    st.prev_ts = Some(m.ts_ns);
+    st.packets += 1;
+    st.bytes_wire += m.wirelen as u64;
+    st.bytes_cap += m.caplen as u64;
+    cols.put(i, m, &row);
+}
+
+impl Reader {
+    /// Check the file header; `Err` is a one-line reason the file is unusable.
+    pub fn open(inner: Box<dyn Read + Send>) -> Result<Reader, String> {
+        let mut src = Source::new(inner, BUF_SIZE);
+        let full = src.fill(24).map_err(|e| format!("read error: {e}"))?;
+        let have = src.available();
+        if have == 0 {
+            return Err("empty file (0 bytes)".into());
+        }
+        if have < 4 {
+            return Err(format!("too short for a capture file ({have} bytes)"));
+        }
+        let mut hdr = [0u8; 24];
+        hdr[..have.min(24)].copy_from_slice(src.peek(have.min(24)));
+        let h = &hdr[..];
+        let magic = [h[0], h[1], h[2], h[3]];
+        let mut r = Reader {
+            src,
+            format: Format::Pcapng,
+            be: false,
+            ifaces: Vec::new(),
+            section_base: 0,
+            snaplen: 0,
+            stats: Stats::default(),
+            done: false,
+        };
+        if u32::from_le_bytes(magic) == SHB {
+            if have < 12 {
+                return Err("truncated pcapng section header".into());
+            }
+            if !matches!(
+                &h[8..12],
+                [0x1a, 0x2b, 0x3c, 0x4d] | [0x4d, 0x3c, 0x2b, 0x1a]
+            ) {
+                return Err("pcapng section header with a bad byte-order magic".into());
+            }
+        } else {
+            let (be, nano, modified) = match magic {
+                [0xd4, 0xc3, 0xb2, 0xa1] => (false, false, false),
+                [0xa1, 0xb2, 0xc3, 0xd4] => (true, false, false),
+                [0x4d, 0x3c, 0xb2, 0xa1] => (false, true, false),
+                [0xa1, 0xb2, 0x3c, 0x4d] => (true, true, false),
+                [0x34, 0xcd, 0xb2, 0xa1] => (false, false, true),
+                [0xa1, 0xb2, 0xcd, 0x34] => (true, false, true),
+                [0x1f, 0x8b, ..] => return Err("gzip-compressed file: gunzip it first".into()),
+                [0x28, 0xb5, 0x2f, 0xfd] => {
+                    return Err("zstd-compressed file: unzstd it first".into())
+                }
+                [0xfd, 0x37, 0x7a, 0x58] => return Err("xz-compressed file: unxz it first".into()),
+                _ => {
+                    let m = u32::from_be_bytes(magic);
+                    return Err(format!("not a pcap or pcapng file (magic 0x{m:08x})"));
+                }
+            };
+            if !full {
+                return Err(format!("truncated pcap file header ({have} of 24 bytes)"));
+            }
+            r.format = Format::Pcap { nano, modified };
+            r.be = be;
+            r.snaplen = rd32(be, h, 16);
+            let tsres = TsRes::Pow10(if nano { 9 } else { 6 });
+            let linktype = rd32(be, h, 20) as u16;
+            r.ifaces.push(Iface {
+                linktype,
+                snaplen: r.snaplen,
+                tsres,
+                ts_offset_s: 0,
+            });
+            r.src.consume(24);
+        }
+        // Process leading pcapng blocks (interfaces) so they are known before any packet.
+        let mut none = crate::columns::OwnedColumns::default();
+        r.read(&mut none.view())
+            .map_err(|e| format!("read error: {e}"))?;
+        Ok(r)
+    }
+
+    /// Fill up to the columns' capacity; 0 rows means the end of the file.
+    pub fn read(&mut self, cols: &mut Columns) -> io::Result<usize> {
+        if self.done {
+            return Ok(0);
+        }
+        match self.format {
+            Format::Pcap { nano, modified } => self.read_pcap(cols, nano, modified),
+            Format::Pcapng => self.read_pcapng(cols),
+        }
+    }
+
+    fn finish(&mut self, w: Option<Warn>) {
+        if let Some(w) = w {
+            self.stats.warnings.add(w);
+        }
+        self.done = true;
+    }
+
+    fn read_pcap(&mut self, cols: &mut Columns, nano: bool, modified: bool) -> io::Result<usize> {
+        let hl = if modified { 24 } else { 16 };
+        let be = self.be;
+        let linktype = self.ifaces[0].linktype;
+        let mut n = 0;
+        while n < cols.capacity() {
+            if !self.src.fill(hl)? {
+                let tail = self.src.available() > 0;
+                self.finish(tail.then_some(Warn::TruncatedLastRecord));
+                break;
+            }
+            let h = self.src.peek(hl);
+            let caplen = rd32(be, h, 8) as usize;
+            if caplen > self.max_caplen() {
+                self.stats.warnings.add(Warn::CorruptRecord);
+                if !self.resync(hl, nano)? {
+                    self.finish(None);
+                    break;
+                }
+                continue;
+            }
+            if !self.src.fill(hl + caplen)? {
+                self.finish(Some(Warn::TruncatedLastRecord));
+                break;
+            }
+            let rec = self.src.peek(hl + caplen);
+            let frac = rd32(be, rec, 4) as i64 * if nano { 1 } else { 1000 };
+            let m = Meta {
+                ts_ns: rd32(be, rec, 0) as i64 * 1_000_000_000 + frac,
+                caplen: caplen as u32,
+                wirelen: rd32(be, rec, 12),
+                iface: 0,
+                linktype,
+            };
+            store(&mut self.stats, cols, n, &m, &rec[hl..]);
+            self.src.consume(hl + caplen);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// libpcap's rule: a record longer than max(snaplen, 256 KiB) is corrupt.
+    fn max_caplen(&self) -> usize {
+        (self.snaplen as usize).clamp(RESYNC_MAX_CAPLEN, MAX_RECORD)
+    }
+
+    /// After a corrupt record header, skip to the next offset (within
+    /// `RESYNC_WINDOW` bytes) where two consecutive record headers look valid
+    /// (or one that ends exactly at the end of the file). Skipped bytes are
+    /// counted; false when no such offset is found.
+    fn resync(&mut self, hl: usize, nano: bool) -> io::Result<bool> {
+        let whole = !self.src.fill(RESYNC_WINDOW)?;
+        let avail = self.src.available();
+        let buf = self.src.peek(avail);
+        let prev_sec = self.stats.prev_ts.map(|t| t.div_euclid(1_000_000_000));
+        let limit = self.max_caplen();
+        let ok = |h: &[u8]| plausible_header(self.be, nano, limit, prev_sec, h);
+        let mut found = None;
+        for p in 1..avail.saturating_sub(hl) {
+            let Some(caplen) = ok(&buf[p..p + hl]) else {
+                continue;
+            };
+            let next = p + hl + caplen;
+            let follows = next + hl <= avail && ok(&buf[next..next + hl]).is_some();
+            if follows || (whole && next == avail) {
+                found = Some(p);
+                break;
+            }
+        }
+        let skip = found.unwrap_or(0);
+        self.stats.warnings.counts[Warn::ResyncSkippedBytes as usize] += skip as u64;
+        self.src.consume(skip);
+        Ok(found.is_some())
+    }
+
+    fn read_pcapng(&mut self, cols: &mut Columns) -> io::Result<usize> {
+        let mut n = 0;
+        loop {
+            if !self.src.fill(8)? {
+                let tail = self.src.available() > 0;
+                self.finish(tail.then_some(Warn::TruncatedBlock));
+                break;
+            }
+            let h = self.src.peek(8);
+            let btype = rd32(self.be, h, 0);
+            let is_packet = matches!(btype, 2 | 3 | 6);
+            if is_packet && n >= cols.capacity() {
+                break;
+            }
+            if btype == SHB {
+                if !self.src.fill(12)? {
+                    self.finish(Some(Warn::TruncatedBlock));
+                    break;
+                }
+                self.be = match self.src.peek(12)[8..12] {
+                    [0x1a, 0x2b, 0x3c, 0x4d] => true,
+                    [0x4d, 0x3c, 0x2b, 0x1a] => false,
+                    _ => {
+                        self.finish(Some(Warn::CorruptBlock));
+                        break;
+                    }
+                };
+                self.section_base = self.ifaces.len();
+            }
+            let blen = rd32(self.be, self.src.peek(8), 4) as usize;
+            if blen < 12 || !blen.is_multiple_of(4) || blen > MAX_BLOCK {
+                self.finish(Some(Warn::CorruptBlock));
+                break;
+            }
+            if !self.src.fill(blen)? {
+                let w = if is_packet {
+                    Warn::TruncatedLastRecord
+                } else {
+                    Warn::TruncatedBlock
+                };
+                self.finish(Some(w));
+                break;
+            }
+            if self.block(btype, blen, cols, n) {
+                n += 1;
+            }
+            self.src.consume(blen);
+        }
+        Ok(n)
+    }
+
+    /// Handle one complete block at the read position; true if a row was stored.
+    fn block(&mut self, btype: u32, blen: usize, cols: &mut Columns, i: usize) -> bool {
+        let be = self.be;
+        let b = self.src.peek(blen);
+        if rd32(be, b, blen - 4) as usize != blen {
+            self.stats.warnings.add(Warn::CorruptBlock);
+        }
+        let (local, ts_units, caplen, wirelen, data_off) = match btype {
+            1 => {
+                if blen >= 20 {
+                    let iface = parse_idb(be, b);
+                    self.snaplen = self.snaplen.max(iface.snaplen);
+                    self.ifaces.push(iface);
+                } else {
+                    self.stats.warnings.add(Warn::CorruptBlock);
+                }
+                return false;
+            }
+            6 | 2 if blen < 32 => {
+                self.stats.warnings.add(Warn::CorruptRecord);
+                return false;
+            }
+            6 | 2 => {
+                let local = if btype == 6 {
+                    rd32(be, b, 8) as usize
+                } else {
+                    rd16(be, b, 8) as usize
+                };
+                let ts = ((rd32(be, b, 12) as u64) << 32) | rd32(be, b, 16) as u64;
+                (
+                    local,
+                    Some(ts),
+                    rd32(be, b, 20) as usize,
+                    rd32(be, b, 24),
+                    28,
+                )
+            }
+            3 if blen >= 16 => {
+                let wirelen = rd32(be, b, 8);
+                let mut caplen = (wirelen as usize).min(blen - 16);
+                if let Some(f) = self.ifaces.get(self.section_base) {
+                    if f.snaplen > 0 {
+                        caplen = caplen.min(f.snaplen as usize);
+                    }
+                }
+                (0, None, caplen, wirelen, 12)
+            }
+            3 => {
+                self.stats.warnings.add(Warn::CorruptRecord);
+                return false;
+            }
+            _ => return false,
+        };
+        if caplen > blen - data_off - 4 {
+            self.stats.warnings.add(Warn::CorruptRecord);
+            return false;
+        }
+        let gi = self.section_base + local;
+        let Some(iface) = self.ifaces.get(gi).filter(|_| gi <= u16::MAX as usize) else {
+            self.stats.warnings.add(Warn::BadInterfaceId);
+            return false;
+        };
+        let ts_ns = match ts_units {
+            Some(u) => clamp_ns(iface.tsres.to_ns(u) + iface.ts_offset_s as i128 * 1_000_000_000),
+            None => {
+                self.stats.warnings.add(Warn::NoTimestamp);
+                self.stats.prev_ts.unwrap_or(0)
+            }
+        };
+        let m = Meta {
+            ts_ns,
+            caplen: caplen as u32,
+            wirelen,
+            iface: gi as u16,
+            linktype: iface.linktype,
+        };
+        store(
+            &mut self.stats,
+            cols,
+            i,
+            &m,
+            &b[data_off..data_off + caplen],
+        );
+        true
+    }
+
+    pub fn offset(&self) -> u64 {
+        self.src.offset
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Whether every interface's link type is one the dissector knows.
+    pub fn unknown_linktypes(&self) -> Vec<u16> {
+        self.ifaces
+            .iter()
+            .map(|f| f.linktype)
+            .filter(|&l| !linktype_known(l))
+            .collect()
+    }
+}
+
+/// A record header that could be real: sane lengths, sub-second field in
+/// range and, once a packet has been seen, a time within a day of it.
+/// Returns its captured length.
+fn plausible_header(
+    be: bool,
+    nano: bool,
+    limit: usize,
+    prev_sec: Option<i64>,
+    h: &[u8],
+) -> Option<usize> {
+    let (sec, frac) = (rd32(be, h, 0) as i64, rd32(be, h, 4));
+    let (caplen, wirelen) = (rd32(be, h, 8), rd32(be, h, 12));
+    let frac_ok = frac < if nano { 1_000_000_000 } else { 1_000_000 };
+    let time_ok = prev_sec.is_none_or(|p| (sec - p).abs() <= 86_400);
+    let len_ok = caplen <= wirelen && wirelen > 0 && (wirelen as usize) <= MAX_RECORD;
+    (frac_ok && time_ok && len_ok && (caplen as usize) <= limit).then_some(caplen as usize)
+}
+
+fn parse_idb(be: bool, b: &[u8]) -> Iface {
+    let mut iface = Iface {
+        linktype: rd16(be, b, 8),
+        snaplen: rd32(be, b, 12),
+        tsres: TsRes::Pow10(6),
+        ts_offset_s: 0,
+    };
+    let end = b.len() - 4;
+    let mut o = 16;
+    while o + 4 <= end {
+        let code = rd16(be, b, o);
+        let len = rd16(be, b, o + 2) as usize;
+        let v = o + 4;
+        if code == 0 || v + len > end {
+            break;
+        }
+        match code {
+            9 if len >= 1 => iface.tsres = TsRes::from_option(b[v]),
+            14 if len >= 8 => iface.ts_offset_s = rd64(be, b, v) as i64,
+            _ => {}
+        }
+        o = v + ((len + 3) & !3);
+    }
+    iface
+}
+
+impl Stats {
+    pub fn has_packets(&self) -> bool {
+        self.prev_ts.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::columns::OwnedColumns;
+    use std::io::Cursor;
+
+    fn open(data: Vec<u8>) -> Result<Reader, String> {
+        Reader::open(Box::new(Cursor::new(data)))
+    }
+
+    fn open_err(data: Vec<u8>) -> String {
+        open(data).err().unwrap_or_default()
+    }
+
+    fn pcap(nano: bool, records: &[(u32, u32, &[u8])]) -> Vec<u8> {
+        let magic: u32 = if nano { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
+        let mut out = Vec::new();
+        for w in [magic, 0x0004_0002, 0, 0, 65535, 101] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        for (sec, frac, data) in records {
+            for w in [*sec, *frac, data.len() as u32, data.len() as u32] {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+            out.extend_from_slice(data);
+        }
+        out
+    }
+
+    #[test]
+    fn timestamp_resolutions() {
+        assert_eq!(TsRes::Pow10(6).to_ns(1_500_000), 1_500_000_000);
+        assert_eq!(TsRes::Pow10(9).to_ns(7), 7);
+        assert_eq!(TsRes::Pow10(12).to_ns(5_000), 5);
+        assert_eq!(TsRes::Pow2(10).to_ns(1024), 1_000_000_000);
+        assert_eq!(TsRes::Pow10(120).to_ns(u64::MAX), 0);
+        assert_eq!(TsRes::from_option(0x89), TsRes::Pow2(9));
+    }
+
+    #[test]
+    fn pcap_records_chunks_and_truncation() {
+        let ip = [
+            0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 99, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
+        ];
+        let mut data = pcap(true, &[(1, 5, &ip), (2, 6, &ip), (3, 7, &ip)]);
+        data.truncate(data.len() - 1);
+        let Ok(mut r) = open(data) else {
+            panic!("valid pcap")
+        };
+        let mut cols = OwnedColumns::with_capacity(1);
+        assert_eq!(r.read(&mut cols.view()).unwrap(), 1);
+        assert_eq!(cols.ts_ns[0], 1_000_000_005);
+        assert_eq!(r.read(&mut cols.view()).unwrap(), 1);
+        assert_eq!(
+            (cols.ts_ns[0], cols.proto[0], cols.payload_len[0]),
+            (2_000_000_006, 99, 0)
+        );
+        assert_eq!(r.read(&mut cols.view()).unwrap(), 0);
+        assert_eq!(r.stats.warnings.get(Warn::TruncatedLastRecord), 1);
+        assert_eq!(r.stats.packets, 2);
+    }
+
+    #[test]
+    fn unusable_headers() {
+        assert!(open_err(vec![]).contains("empty"));
+        assert!(open_err(b"GIF89a..................".to_vec()).contains("magic"));
+        assert!(open_err(pcap(false, &[])[..20].to_vec()).contains("truncated"));
+        assert_eq!(
+            open(pcap(false, &[])).ok().map(|r| r.ifaces[0].linktype),
+            Some(101)
+        );
+    }
+}

@@ -1,0 +1,201 @@
+"""The network layer of the Swing model: delay, capacity and loss per host.
+
+The monitor that recorded the trace sits between clients and servers. Every
+host gets one access link per role ("side"): ``client`` for hosts seen opening
+connections, ``server`` for hosts seen accepting them (a host can have both).
+
+* **Delay** (one-way, seconds): a server's is half its monitor-server leg
+  (SYN -> SYN/ACK at the monitor), a client's half its monitor-client leg
+  (SYN/ACK -> client ACK), the median over the host's connections.
+* **Capacity** (bit/s): packet-pair dispersion. The connection builder put
+  one estimate ``8 * ip_len / gap`` per pair of back-to-back full-size segments
+  into a log-binned histogram per sending host (40 bins per decade); the
+  capacity is the centre of the fullest bin (the mode of size/gap).
+* **Loss**: retransmitted data segments over data segments sent by the host
+  in that role (a passive estimate in the spirit of Benko and Veres).
+
+Evidence thresholds (:class:`Evidence`): at least one handshake leg for delay,
+``min_pairs`` packet pairs for capacity, ``min_segments`` data segments for
+loss. A host below a threshold gets the documented **fallback**: a value drawn
+(seeded) from the measured hosts of the same side, else of the other side; the
+count of such hosts is reported and a per-host ``*_measured`` mask is kept.
+When no host at all has evidence for a parameter, a stated constant is
+assumed (``ASSUMED``) and the model says so.
+
+One-directional traces: with SYNs but no SYN/ACKs, the client's ACK of the
+SYN/ACK still shows the full round trip SYN -> ACK at the monitor. It is then
+used as the server leg (``delay = rtt / 2``), assuming the monitor sits next to
+the clients; this assumption is recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from swell.extract.connections import (
+    CAP_BINS_PER_DECADE,
+    CAP_LOG_MIN,
+    CAP_NBINS,
+    ConnTable,
+)
+
+SIDES = ("client", "server")
+NET_PARAMS = ("delay_s", "capacity_bps", "loss")
+ASSUMED = {"delay_s": 0.010, "capacity_bps": 100e6, "loss": 0.0}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Minimum evidence per host before its own estimate is used."""
+
+    min_pairs: int = 5
+    min_segments: int = 20
+    seed: int = 1
+
+
+@dataclass
+class NetworkModel:
+    """Per side: host ids and per-host values with their ``measured`` masks."""
+
+    sides: dict[str, dict[str, np.ndarray]]
+    not_estimated: list[str] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)
+    fallback_counts: dict[str, int] = field(default_factory=dict)
+
+
+def _median_by(ids: np.ndarray, vals: np.ndarray, hosts: np.ndarray) -> np.ndarray:
+    """Median of ``vals`` per id in ``hosts`` (NaN where a host has no value)."""
+    ok = ~np.isnan(vals)
+    ids, vals = ids[ok], vals[ok]
+    out = np.full(len(hosts), np.nan)
+    if len(ids) == 0:
+        return out
+    o = np.lexsort((vals, ids))
+    ids, vals = ids[o], vals[o]
+    u, first, cnt = np.unique(ids, return_index=True, return_counts=True)
+    lo = vals[first + (cnt - 1) // 2]
+    hi = vals[first + cnt // 2]
+    pos = np.searchsorted(hosts, u)
+    out[pos] = (lo + hi) / 2
+    return out
+
+
+def capacity_by_host(pair_hist: dict[int, int], hosts: np.ndarray, min_pairs: int) -> np.ndarray:
+    """Mode of the packet-pair histogram per host (NaN below ``min_pairs``)."""
+    out = np.full(len(hosts), np.nan)
+    if not pair_hist:
+        return out
+    codes = np.fromiter(pair_hist.keys(), dtype=np.int64, count=len(pair_hist))
+    counts = np.fromiter(pair_hist.values(), dtype=np.int64, count=len(pair_hist))
+    host, b = codes // CAP_NBINS, codes % CAP_NBINS
+    o = np.lexsort((-counts, host))
+    host, b, counts = host[o], b[o], counts[o]
+    first = np.ones(len(host), dtype=bool)
+    first[1:] = host[1:] != host[:-1]
+    total = np.add.reduceat(counts, np.flatnonzero(first))
+    mode_host, mode_bin = host[first], b[first]
+    cap = 10 ** (CAP_LOG_MIN + (mode_bin + 0.5) / CAP_BINS_PER_DECADE)
+    keep = np.isin(mode_host, hosts) & (total >= min_pairs)
+    out[np.searchsorted(hosts, mode_host[keep])] = cap[keep]
+    return out
+
+
+def _loss_by(
+    ids: np.ndarray, retx: np.ndarray, data: np.ndarray, hosts: np.ndarray, min_segments: int
+) -> np.ndarray:
+    pos = np.searchsorted(hosts, ids)
+    r = np.bincount(pos, weights=retx, minlength=len(hosts))
+    d = np.bincount(pos, weights=data, minlength=len(hosts))
+    return np.where(d >= max(min_segments, 1), r / np.maximum(d, 1), np.nan)
+
+
+def _fill(values: dict[str, dict[str, np.ndarray]], ev: Evidence, net: NetworkModel) -> None:
+    """Fallback draws for hosts without evidence; assumed constants when nobody has any."""
+    rng = np.random.default_rng(ev.seed)
+    for param in NET_PARAMS:
+        pools = {s: values[s][param][~np.isnan(values[s][param])] for s in SIDES}
+        for side in SIDES:
+            v = values[side][param]
+            miss = np.isnan(v)
+            values[side][f"{param}_measured"] = ~miss
+            net.fallback_counts[f"{side}/{param}"] = int(miss.sum())
+            if not miss.any():
+                continue
+            pool = pools[side] if len(pools[side]) else pools[SIDES[1 - SIDES.index(side)]]
+            if len(pool):
+                v[miss] = rng.choice(pool, size=int(miss.sum()))
+                if not len(pools[side]):
+                    net.assumed.append(
+                        f"net/{side}/{param}: no {side} host had evidence; "
+                        f"drawn from the other side's hosts"
+                    )
+            else:
+                v[miss] = ASSUMED[param]
+                net.not_estimated.append(f"net/{side}/{param}: no host had evidence")
+                net.assumed.append(f"net/{side}/{param} = {ASSUMED[param]:g} for every host")
+
+
+def estimate_network(
+    table: ConnTable, pair_hist: dict[int, int], ev: Evidence | None = None
+) -> NetworkModel:
+    """Per-host delay, capacity and loss for both sides (see module docstring)."""
+    ev = ev or Evidence()
+    c = table.cols
+    tcp = c["proto"] == 6
+    net = NetworkModel(sides={})
+    server_leg = c["server_leg"]
+    no_synack = np.isnan(server_leg).all() and (~np.isnan(c["one_sided_rtt"])).any()
+    if no_synack:
+        server_leg = c["one_sided_rtt"]
+        net.assumed.append(
+            "no SYN/ACK seen (one direction captured): server delay = half "
+            "of SYN -> client ACK, i.e. the monitor is assumed next to the clients"
+        )
+    values: dict[str, dict[str, np.ndarray]] = {}
+    for side in SIDES:
+        ids = c[side]
+        hosts = np.unique(ids)
+        leg = server_leg if side == "server" else c["client_leg"]
+        suffix = "s2c" if side == "server" else "c2s"
+        values[side] = {
+            "hosts": hosts,
+            "delay_s": _median_by(ids, leg / 2, hosts),
+            "capacity_bps": capacity_by_host(pair_hist, hosts, ev.min_pairs),
+            "loss": _loss_by(
+                ids[tcp],
+                c[f"retx_{suffix}"][tcp],
+                c[f"data_pkts_{suffix}"][tcp],
+                hosts,
+                ev.min_segments,
+            ),
+        }
+    if no_synack:
+        values["client"]["delay_s"][:] = 0.0
+    _fill(values, ev, net)
+    if no_synack:
+        values["client"]["delay_s_measured"][:] = False
+        net.assumed.append("net/client/delay_s = 0 (one direction captured: client leg unseen)")
+    net.sides = values
+    return net
+
+
+def quantiles(values: np.ndarray, qs: tuple[float, ...] = (0.1, 0.5, 0.9)) -> list[float]:
+    """Quantiles of a sample (empty list for an empty one)."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return [float(x) for x in np.quantile(v, qs)] if len(v) else []
+
+
+def describe(net: NetworkModel) -> dict[str, Any]:
+    """JSON-ready summary: hosts, measured counts and quantiles per side and parameter."""
+    out: dict[str, Any] = {}
+    for side, vals in net.sides.items():
+        d: dict[str, Any] = {"hosts": int(len(vals["hosts"]))}
+        for p in NET_PARAMS:
+            m = vals[f"{p}_measured"]
+            d[p] = {"measured_hosts": int(m.sum()), "q10_q50_q90": quantiles(vals[p][m])}
+        out[side] = d
+    return out

@@ -1,0 +1,425 @@
+"""Streaming trace reader: pcap/pcapng in, columnar numpy chunks out.
+
+Design: the parsing happens in the Rust crate ``extract/native``
+(``libswell_pcap.so``), loaded here with :mod:`ctypes`. Python allocates one
+numpy array per column for a chunk, hands the pointers to
+``swell_pcap_read``, which fills up to N packets straight from a large read
+buffer (no per-packet allocation, no Python per packet) and returns the count.
+Memory is bounded by the chunk size, so a multi-GB trace is never loaded
+whole.
+
+The columns, their dtypes and the warning reasons are the contract of
+``docs/architecture.md`` section 1. Addresses are 128-bit, split in two
+``uint64`` columns (``hi``, ``lo``); IPv4 is stored as ``::ffff:a.b.c.d``.
+
+Bad input: a file that cannot be read as a capture at all raises
+:class:`TraceError` (one line naming the file). Everything else is a counted
+warning in :attr:`Trace.warnings`; reasons in :data:`SKIP_REASONS` count
+packets that were *not* returned (truncated last record, corrupt record,
+unknown pcapng interface), all others annotate packets that were returned.
+Timestamps are left as recorded.
+
+Warning reasons (``tr.warnings`` keys; only those that occurred):
+
+- packets not returned: ``truncated_last_record`` (file ends inside a
+  record), ``corrupt_record`` (impossible record length; a classic pcap stops
+  there, the unread rest shows as ``size - offset``), ``bad_interface_id``
+  (pcapng packet naming an interface that was never described);
+- file structure: ``truncated_block``, ``corrupt_block`` (pcapng framing),
+  ``no_timestamp`` (pcapng simple packet block: previous timestamp used);
+- packets returned with a note: ``non_ip`` (``ipver == 0``),
+  ``unknown_linktype`` (``ipver == 0``), ``short_packet`` (a header is cut
+  before its fields; ``l4_ok`` False), ``bad_ip_header``, ``bad_tcp_header``,
+  ``ip_len_exceeds_frame``, ``caplen_exceeds_wirelen``, ``ts_backwards``
+  (earlier than the previous packet), ``ts_jump`` (more than a day from the
+  previous packet, either way).
+
+Column semantics beyond the names: ``l4_ok`` means every transport field in
+the chunk was captured (TCP through the window field, UDP's 8 bytes, ICMP's
+8), so a 52-byte snap length still gives ``l4_ok``; ``payload_len`` is
+IP length minus IP, extension and transport header lengths (for later
+fragments: the fragment's share of the IP payload, ports 0); IPv4 total
+length 0 (segmentation offload) is taken from the frame length.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ipaddress
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from swell.errors import SwellError
+from swell.native import native_artifact
+
+DEFAULT_CHUNK = 1 << 18
+
+# Column name -> dtype. The order is the C ABI (struct CColumns in columns.rs).
+COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
+    ("ts_ns", np.int64),
+    ("caplen", np.uint32),
+    ("wirelen", np.uint32),
+    ("iface", np.uint16),
+    ("linktype", np.uint16),
+    ("ipver", np.uint8),
+    ("proto", np.uint8),
+    ("frag", np.uint8),
+    ("saddr_hi", np.uint64),
+    ("saddr_lo", np.uint64),
+    ("daddr_hi", np.uint64),
+    ("daddr_lo", np.uint64),
+    ("sport", np.uint16),
+    ("dport", np.uint16),
+    ("tcp_flags", np.uint8),
+    ("seq", np.uint32),
+    ("ack", np.uint32),
+    ("win", np.uint16),
+    ("ip_len", np.uint32),
+    ("payload_len", np.uint32),
+    ("vlan", np.uint16),
+    ("l4_ok", np.bool_),
+)
+COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
+
+# TCP flag bits and fragment bits of the ``tcp_flags`` and ``frag`` columns.
+FIN, SYN, RST, PSH, ACK, URG, ECE, CWR = 1, 2, 4, 8, 16, 32, 64, 128
+FRAG_ANY, FRAG_FIRST, FRAG_LATER = 1, 2, 4
+
+V4_MAPPED_HI_OF_LO = 0xFFFF  # lo >> 32 for an IPv4-mapped address (hi == 0)
+
+
+class TraceError(SwellError):
+    """A capture file that cannot be read (missing, empty, not a capture, I/O error)."""
+
+
+@dataclass(eq=False)
+class PacketChunk:
+    """Up to N packets as parallel numpy columns (see :data:`COLUMNS`)."""
+
+    ts_ns: np.ndarray
+    caplen: np.ndarray
+    wirelen: np.ndarray
+    iface: np.ndarray
+    linktype: np.ndarray
+    ipver: np.ndarray
+    proto: np.ndarray
+    frag: np.ndarray
+    saddr_hi: np.ndarray
+    saddr_lo: np.ndarray
+    daddr_hi: np.ndarray
+    daddr_lo: np.ndarray
+    sport: np.ndarray
+    dport: np.ndarray
+    tcp_flags: np.ndarray
+    seq: np.ndarray
+    ack: np.ndarray
+    win: np.ndarray
+    ip_len: np.ndarray
+    payload_len: np.ndarray
+    vlan: np.ndarray
+    l4_ok: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ts_ns.shape[0])
+
+    @classmethod
+    def empty(cls, n: int = 0) -> PacketChunk:
+        return cls(**{name: np.zeros(n, dtype=dt) for name, dt in COLUMNS})
+
+    @classmethod
+    def concat(cls, chunks: Sequence[PacketChunk]) -> PacketChunk:
+        if not chunks:
+            return cls.empty()
+        return cls(**{n: np.concatenate([getattr(c, n) for c in chunks]) for n in COLUMN_NAMES})
+
+    def select(self, index: Any) -> PacketChunk:
+        """Rows picked by a boolean mask, an index array or a slice."""
+        return PacketChunk(**{n: getattr(self, n)[index] for n in COLUMN_NAMES})
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {n: getattr(self, n) for n in COLUMN_NAMES}
+
+    @property
+    def ts_s(self) -> np.ndarray:
+        """Timestamps as float seconds since the epoch."""
+        return self.ts_ns.astype(np.float64) / 1e9
+
+    def forward(self) -> np.ndarray:
+        """True where (saddr, sport) < (daddr, dport): a direction bit per packet.
+
+        Both directions of a connection get opposite values, so
+        ``(lower endpoint, higher endpoint, forward)`` names a connection side.
+        """
+        s = (self.saddr_hi, self.saddr_lo, self.sport)
+        d = (self.daddr_hi, self.daddr_lo, self.dport)
+        lt = s[0] < d[0]
+        eq = s[0] == d[0]
+        lt |= eq & (s[1] < d[1])
+        eq &= s[1] == d[1]
+        lt |= eq & (s[2] < d[2])
+        return lt
+
+
+@dataclass
+class TraceInfo:
+    """What the file says about itself, plus totals over the packets read so far.
+
+    ``packets``, ``bytes``, ``bytes_captured`` and the timestamps are complete
+    once the chunks have been read to the end (``complete`` is then True).
+    ``first_ts_ns``/``last_ts_ns`` are the earliest and latest timestamps (not
+    file order; see the ``ts_backwards`` warning). ``iface`` ids are global
+    across pcapng sections.
+    """
+
+    path: str
+    format: str
+    ts_resolution: float
+    snaplen: int
+    linktypes: dict[int, int]
+    packets: int
+    bytes: int
+    first_ts_ns: int
+    last_ts_ns: int
+    bytes_captured: int = 0
+    complete: bool = False
+    tsresol: dict[int, float] = field(default_factory=dict)
+    snaplens: dict[int, int] = field(default_factory=dict)
+
+
+class _CInfo(ctypes.Structure):
+    _fields_ = [
+        ("format", ctypes.c_uint32),
+        ("snaplen", ctypes.c_uint32),
+        ("n_ifaces", ctypes.c_uint32),
+        ("done", ctypes.c_uint32),
+        ("packets", ctypes.c_uint64),
+        ("bytes_wire", ctypes.c_uint64),
+        ("bytes_cap", ctypes.c_uint64),
+        ("min_ts_ns", ctypes.c_int64),
+        ("max_ts_ns", ctypes.c_int64),
+    ]
+
+
+class _CIface(ctypes.Structure):
+    _fields_ = [
+        ("linktype", ctypes.c_uint32),
+        ("snaplen", ctypes.c_uint32),
+        ("tsres_s", ctypes.c_double),
+        ("ts_offset_s", ctypes.c_int64),
+    ]
+
+
+class _CColumns(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_void_p) for name, _ in COLUMNS]
+
+
+_LIB: ctypes.CDLL | None = None
+_ERRLEN = 512
+
+
+def _lib() -> ctypes.CDLL:
+    global _LIB
+    if _LIB is None:
+        lib = ctypes.CDLL(str(native_artifact("libswell_pcap.so")))
+        vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+        sigs: dict[str, tuple[list[Any], Any]] = {
+            "swell_pcap_open": ([cp, cp, sz], vp),
+            "swell_pcap_open_mem": ([cp, sz, cp, sz], vp),
+            "swell_pcap_read": ([vp, ctypes.POINTER(_CColumns), sz], ctypes.c_int64),
+            "swell_pcap_error": ([vp, cp, sz], None),
+            "swell_pcap_info": ([vp, ctypes.POINTER(_CInfo)], ctypes.c_int32),
+            "swell_pcap_iface": ([vp, ctypes.c_uint32, ctypes.POINTER(_CIface)], ctypes.c_int32),
+            "swell_pcap_n_warnings": ([], ctypes.c_uint32),
+            "swell_pcap_warning_name": ([ctypes.c_uint32], cp),
+            "swell_pcap_warning_skips": ([ctypes.c_uint32], ctypes.c_int32),
+            "swell_pcap_warnings": (
+                [vp, ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint32],
+                ctypes.c_int32,
+            ),
+            "swell_pcap_offset": ([vp], ctypes.c_uint64),
+            "swell_pcap_close": ([vp], None),
+        }
+        for name, (args, res) in sigs.items():
+            fn = getattr(lib, name)
+            fn.argtypes = args
+            fn.restype = res
+        _LIB = lib
+    return _LIB
+
+
+def warning_reasons() -> list[str]:
+    """Every warning reason the native reader can count, in ABI order."""
+    lib = _lib()
+    return [lib.swell_pcap_warning_name(i).decode() for i in range(lib.swell_pcap_n_warnings())]
+
+
+def _skip_reasons() -> frozenset[str]:
+    lib = _lib()
+    names = warning_reasons()
+    return frozenset(n for i, n in enumerate(names) if lib.swell_pcap_warning_skips(i))
+
+
+class Trace:
+    """An open capture file; use :func:`open_trace`."""
+
+    def __init__(self, path: str, handle: int) -> None:
+        self.path = path
+        self._h: int | None = handle
+        self._lib = _lib()
+        self.size = os.path.getsize(path) if os.path.exists(path) else 0
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if getattr(self, "_h", None) is not None:
+            self._lib.swell_pcap_close(self._h)
+            self._h = None
+
+    def _handle(self) -> int:
+        if self._h is None:
+            raise ValueError(f"{self.path}: trace is closed")
+        return self._h
+
+    def read_chunk(self, max_packets: int = DEFAULT_CHUNK) -> PacketChunk | None:
+        """The next chunk of up to ``max_packets`` packets, None at the end."""
+        if max_packets < 1:
+            raise ValueError("max_packets must be positive")
+        arrays = {name: np.empty(max_packets, dtype=dt) for name, dt in COLUMNS}
+        ccols = _CColumns(**{name: a.ctypes.data for name, a in arrays.items()})
+        n = self._lib.swell_pcap_read(self._handle(), ctypes.byref(ccols), max_packets)
+        if n < 0:
+            buf = ctypes.create_string_buffer(_ERRLEN)
+            self._lib.swell_pcap_error(self._handle(), buf, _ERRLEN)
+            raise TraceError(self.path, buf.value.decode(errors="replace") or "read failed")
+        if n == 0:
+            return None
+        small = n < max_packets // 4
+        return PacketChunk(**{k: (a[:n].copy() if small else a[:n]) for k, a in arrays.items()})
+
+    def chunks(self, max_packets: int = DEFAULT_CHUNK) -> Iterator[PacketChunk]:
+        """Iterate over the rest of the file in chunks of at most ``max_packets``."""
+        while (chunk := self.read_chunk(max_packets)) is not None:
+            yield chunk
+
+    @property
+    def offset(self) -> int:
+        """Bytes of the file consumed so far."""
+        return int(self._lib.swell_pcap_offset(self._handle()))
+
+    @property
+    def info(self) -> TraceInfo:
+        h = self._handle()
+        ci = _CInfo()
+        self._lib.swell_pcap_info(h, ctypes.byref(ci))
+        linktypes: dict[int, int] = {}
+        tsresol: dict[int, float] = {}
+        snaplens: dict[int, int] = {}
+        cif = _CIface()
+        for i in range(ci.n_ifaces):
+            self._lib.swell_pcap_iface(h, i, ctypes.byref(cif))
+            linktypes[i] = int(cif.linktype)
+            tsresol[i] = float(cif.tsres_s)
+            snaplens[i] = int(cif.snaplen)
+        return TraceInfo(
+            path=self.path,
+            format="pcapng" if ci.format == 2 else "pcap",
+            ts_resolution=min(tsresol.values(), default=1e-6),
+            snaplen=int(ci.snaplen),
+            linktypes=linktypes,
+            packets=int(ci.packets),
+            bytes=int(ci.bytes_wire),
+            first_ts_ns=int(ci.min_ts_ns),
+            last_ts_ns=int(ci.max_ts_ns),
+            bytes_captured=int(ci.bytes_cap),
+            complete=bool(ci.done),
+            tsresol=tsresol,
+            snaplens=snaplens,
+        )
+
+    @property
+    def warnings(self) -> dict[str, int]:
+        """Reason -> count, only reasons that occurred."""
+        names = warning_reasons()
+        counts = (ctypes.c_uint64 * len(names))()
+        self._lib.swell_pcap_warnings(self._handle(), counts, len(names))
+        return {name: int(c) for name, c in zip(names, counts, strict=True) if c}
+
+    @property
+    def skipped(self) -> int:
+        """Packets seen in the file but not returned (each counted in a warning)."""
+        skip = _skip_reasons()
+        return sum(c for reason, c in self.warnings.items() if reason in skip)
+
+
+SKIP_REASONS = ("truncated_last_record", "corrupt_record", "bad_interface_id")
+
+
+def open_trace(path: str | os.PathLike[str]) -> Trace:
+    """Open a pcap or pcapng file; raises :class:`TraceError` if it is unusable."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(p, "no such file")
+    if p.is_dir():
+        raise TraceError(p, "is a directory, not a capture file")
+    lib = _lib()
+    err = ctypes.create_string_buffer(_ERRLEN)
+    handle = lib.swell_pcap_open(os.fsencode(p), err, _ERRLEN)
+    if not handle:
+        raise TraceError(p, err.value.decode(errors="replace"))
+    return Trace(str(p), handle)
+
+
+def open_bytes(data: bytes, name: str = "<memory>") -> Trace:
+    """Open an in-memory capture (tests and fuzzing)."""
+    lib = _lib()
+    err = ctypes.create_string_buffer(_ERRLEN)
+    handle = lib.swell_pcap_open_mem(data, len(data), err, _ERRLEN)
+    if not handle:
+        raise TraceError(name, err.value.decode(errors="replace"))
+    return Trace(name, handle)
+
+
+def read_all(path: str | os.PathLike[str]) -> PacketChunk:
+    """Every packet of a (small) file as one chunk."""
+    with open_trace(path) as tr:
+        return PacketChunk.concat(list(tr.chunks()))
+
+
+def addr_to_str(hi: int, lo: int) -> str:
+    """Text form of an address column pair: dotted quad for IPv4, else IPv6."""
+    hi, lo = int(hi), int(lo)
+    if is_v4(hi, lo):
+        return str(ipaddress.IPv4Address(lo & 0xFFFFFFFF))
+    return str(ipaddress.IPv6Address((hi << 64) | lo))
+
+
+def is_v4(hi: Any, lo: Any) -> Any:
+    """Whether an address (scalars or arrays) is IPv4-mapped ``::ffff:a.b.c.d``."""
+    if isinstance(hi, np.ndarray) or isinstance(lo, np.ndarray):
+        return (np.asarray(hi) == 0) & ((np.asarray(lo) >> np.uint64(32)) == V4_MAPPED_HI_OF_LO)
+    return int(hi) == 0 and (int(lo) >> 32) == V4_MAPPED_HI_OF_LO
+
+
+def v4_to_int(lo: Any) -> Any:
+    """The 32-bit IPv4 address in a ``lo`` column value (scalar or array)."""
+    if isinstance(lo, np.ndarray):
+        return (lo & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    return int(lo) & 0xFFFFFFFF

@@ -1,0 +1,222 @@
+"""RREs and sessions: the user and application layers of the Swing model.
+
+Input is a finished :class:`~swell.extract.connections.ConnTable`. Per client
+host and application, connections are sorted by start time and grouped:
+
+* **RRE** (request-response exchange): a connection joins the current RRE when
+  it starts before the latest end seen so far (it overlaps) or less than
+  ``rre_gap_s`` after it; otherwise it opens a new RRE.
+* **Session**: a new RRE opens a new session when the idle gap since the latest
+  end seen so far exceeds ``session_timeout_s``.
+
+Because connections are sorted by start, "the latest end seen so far" in the
+(client, application) group is the running maximum of the end times, which is
+exactly the current RRE's end whenever a new RRE starts; so both groupings are
+a handful of vectorised operations (no Python loop over connections).
+
+Parameters (per application; empirical samples): ``numConn`` (connections per
+RRE), ``interConn`` (gap between connection starts within an RRE), ``numRRE``
+(RREs per session), ``interRRE`` (user think time: RRE start minus previous
+RRE end within a session), ``numPairs`` (request/response pairs per
+connection), ``reqSize``/``rspSize`` (bytes per pair), ``reqThink`` (gap from a
+response's end to the next request in the same connection), ``sessionStart``
+(session start times, seconds since the trace start), ``interSession`` (gaps
+between session starts) and ``rreServer`` (server host id of each RRE's first
+connection: server choice by popularity).
+
+Defaults: ``rre_gap_s = 1.0`` (connections of one page or one exchange open
+within about a second of each other) and ``session_timeout_s = 60.0`` (a user
+silent for a minute is treated as a new user). Both are swell's choices;
+:func:`sensitivity` shows how the main distributions move when they change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from swell.extract.connections import ConnTable, app_labels
+
+DEFAULT_RRE_GAP_S = 1.0
+DEFAULT_SESSION_TIMEOUT_S = 60.0
+APP_PARAMS = (
+    "numConn",
+    "interConn",
+    "numRRE",
+    "interRRE",
+    "numPairs",
+    "reqSize",
+    "rspSize",
+    "reqThink",
+    "sessionStart",
+    "interSession",
+    "rreServer",
+)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Idle thresholds of the RRE and session grouping (seconds)."""
+
+    rre_gap_s: float = DEFAULT_RRE_GAP_S
+    session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S
+
+    def as_dict(self) -> dict[str, float]:
+        return {"rre_gap_s": self.rre_gap_s, "session_timeout_s": self.session_timeout_s}
+
+
+@dataclass
+class Grouping:
+    """Per-connection RRE and session ids (global, in sorted order) for one table."""
+
+    order: np.ndarray  # connection rows sorted by (app, client, start)
+    rre: np.ndarray  # RRE id per sorted connection
+    session: np.ndarray  # session id per sorted connection
+    think: np.ndarray  # idle gap before each RRE start (NaN at session start)
+
+
+def group(table: ConnTable, apps: np.ndarray, th: Thresholds) -> Grouping:
+    """Assign each connection to an RRE and a session (see module docstring)."""
+    c = table.cols
+    start = c["start"]
+    end = np.maximum(c["end"], start)
+    _, app_code = np.unique(apps, return_inverse=True) if len(apps) else (None, apps)
+    order = np.lexsort((start, c["client"], app_code))
+    s, e = start[order], end[order]
+    n = len(order)
+    gkey = np.asarray(app_code)[order].astype(np.int64) * (1 << 40) + c["client"][order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = gkey[1:] != gkey[:-1]
+    # running max of end within each (app, client) group, exclusive of the current row
+    grank = np.cumsum(first) - 1
+    span = float(np.nanmax(e) - np.nanmin(s) + 1.0) if n else 1.0
+    shifted = grank * (span * 4.0) + (e - (np.nanmin(s) if n else 0.0))
+    cm = np.maximum.accumulate(shifted) if n else shifted
+    prev_end = np.empty(n)
+    if n:
+        prev_end[1:] = cm[:-1] - grank[1:] * (span * 4.0) + np.nanmin(s)
+    prev_end[first] = np.nan
+    gap = s - prev_end
+    new_rre = first | (gap > th.rre_gap_s)
+    new_sess = first | (gap > th.session_timeout_s)
+    new_rre |= new_sess
+    think = np.where(new_rre & ~new_sess, np.maximum(gap, 0.0), np.nan)
+    return Grouping(
+        order=order, rre=np.cumsum(new_rre) - 1, session=np.cumsum(new_sess) - 1, think=think
+    )
+
+
+def _counts(ids: np.ndarray) -> np.ndarray:
+    return np.bincount(ids)[np.unique(ids)] if len(ids) else np.zeros(0, dtype=np.int64)
+
+
+def app_parameters(
+    table: ConnTable, th: Thresholds
+) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, Any]]]:
+    """Samples of every per-application parameter, and a per-application summary."""
+    c, p = table.cols, table.pairs
+    apps = app_labels(table)
+    gr = group(table, apps, th)
+    start = c["start"]
+    duration = max(float(np.nanmax(c["end"]) - np.nanmin(start)), 1e-9) if len(start) else 0.0
+    out: dict[str, dict[str, np.ndarray]] = {}
+    summary: dict[str, dict[str, Any]] = {}
+    sorted_apps = apps[gr.order]
+    pair_app = apps[p["conn"]] if len(p["conn"]) else np.array([], dtype=object)
+    for app in sorted(set(apps.tolist())):
+        m = sorted_apps == app
+        rows = gr.order[m]
+        rre, sess, think = gr.rre[m], gr.session[m], gr.think[m]
+        s = start[rows]
+        rre_first = np.ones(len(rre), dtype=bool)
+        rre_first[1:] = rre[1:] != rre[:-1]
+        sess_first = np.ones(len(sess), dtype=bool)
+        sess_first[1:] = sess[1:] != sess[:-1]
+        inter_conn = np.diff(s)[~rre_first[1:]]
+        rre_sess = sess[rre_first]
+        sess_starts = np.sort(s[sess_first])
+        pm = pair_app == app
+        req, rsp, pthink = p["req_size"][pm], p["rsp_size"][pm], p["think_before"][pm]
+        out[app] = {
+            "numConn": _counts(rre),
+            "interConn": inter_conn,
+            "numRRE": _counts(rre_sess),
+            "interRRE": think[~np.isnan(think)],
+            "numPairs": c["num_pairs"][rows],
+            "reqSize": req,
+            "rspSize": rsp,
+            "reqThink": np.maximum(pthink[~np.isnan(pthink)], 0.0),
+            "sessionStart": sess_starts,
+            "interSession": np.diff(sess_starts),
+            "rreServer": c["server"][rows][rre_first],
+        }
+        summary[app] = _summary(c, rows, app, int(sess_first.sum()), int(rre_first.sum()), duration)
+    return out, summary
+
+
+def _summary(
+    c: dict[str, np.ndarray], rows: np.ndarray, app: str, sessions: int, rres: int, duration: float
+) -> dict[str, Any]:
+    ports, counts = np.unique(c["sport"][rows], return_counts=True)
+    return {
+        "transport": app.rsplit("-", 1)[-1],
+        "server_port": int(ports[np.argmax(counts)]),
+        "connections": int(len(rows)),
+        "lower_bound_connections": int(c["lower_bound"][rows].sum()),
+        "client_inferred_connections": int(c["client_inferred"][rows].sum()),
+        "one_way_connections": int(c["one_way"][rows].sum()),
+        "bytes_c2s": int(c["new_bytes_c2s"][rows].sum()),
+        "bytes_s2c": int(c["new_bytes_s2c"][rows].sum()),
+        "wire_bytes_c2s": int(c["wire_c2s"][rows].sum()),
+        "wire_bytes_s2c": int(c["wire_s2c"][rows].sum()),
+        "clients": int(len(np.unique(c["client"][rows]))),
+        "servers": int(len(np.unique(c["server"][rows]))),
+        "sessions": sessions,
+        "rres": rres,
+        "sessions_per_s": sessions / duration if duration > 0 else 0.0,
+    }
+
+
+SENSITIVITY_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def _pooled(table: ConnTable, th: Thresholds) -> dict[str, float]:
+    params, summ = app_parameters(table, th)
+
+    def pool(name: str) -> np.ndarray:
+        arrs = [v[name] for v in params.values() if len(v[name])]
+        return np.concatenate(arrs).astype(float) if arrs else np.zeros(0)
+
+    def med(name: str) -> float:
+        a = pool(name)
+        return float(np.median(a)) if len(a) else float("nan")
+
+    return {
+        "rre_gap_s": th.rre_gap_s,
+        "session_timeout_s": th.session_timeout_s,
+        "sessions": float(sum(s["sessions"] for s in summ.values())),
+        "rres": float(sum(s["rres"] for s in summ.values())),
+        "median_numConn": med("numConn"),
+        "mean_numConn": float(np.mean(pool("numConn"))) if len(pool("numConn")) else float("nan"),
+        "median_numRRE": med("numRRE"),
+        "median_interRRE": med("interRRE"),
+        "sessions_per_s": float(sum(s["sessions_per_s"] for s in summ.values())),
+    }
+
+
+def sensitivity(
+    table: ConnTable, base: Thresholds, factors: tuple[float, ...] = SENSITIVITY_FACTORS
+) -> list[dict[str, float]]:
+    """How the main distributions move when each threshold is scaled by ``factors``."""
+    rows = []
+    for f in factors:
+        th = Thresholds(base.rre_gap_s * f, max(base.session_timeout_s, base.rre_gap_s * f))
+        rows.append({"varied": "rre_gap", "factor": f, **_pooled(table, th)})
+    for f in factors:
+        if f == 1.0:
+            continue
+        th = Thresholds(min(base.rre_gap_s, base.session_timeout_s * f), base.session_timeout_s * f)
+        rows.append({"varied": "session_timeout", "factor": f, **_pooled(table, th)})
+    return rows

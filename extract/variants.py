@@ -1,0 +1,102 @@
+"""Variants: transformations of a Swing model (DESIGN 2.1).
+
+Each function returns a new :class:`~swell.extract.model.SwingModel` (the
+input is not changed) and appends a record to ``meta["variants"]`` so a model
+always says how it was derived.
+
+* :func:`scale_sessions` multiplies the session arrival rate by ``k``
+  (``interSession`` divided by ``k``, ``sessions_per_s`` and ``rate_scale``
+  multiplied); :func:`scale_to_rate` picks ``k`` so that the mean offered load
+  (:meth:`SwingModel.mean_rate_bps`) reaches a target.
+* :func:`scale_responses` multiplies every response size by ``k`` (RSP2, RSP4);
+  the per-application byte totals in the metadata follow.
+* :func:`constant_rtt` sets every round trip to a constant (high burst "HB":
+  4 ms): each access link's one-way delay becomes ``rtt / 4``, so a path
+  client link + server link, traversed both ways, adds up to ``rtt``.
+* :func:`zero_think` sets user think times (``interRRE``) and the in-connection
+  request think times (``reqThink``) to 0.
+* :func:`cap_capacity` caps every access capacity at a value (e.g. 2 Mbit/s).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from swell.errors import SwellError
+from swell.extract.model import SwingModel
+from swell.extract.network import SIDES
+
+
+def _record(m: SwingModel, name: str, **params: Any) -> SwingModel:
+    m.meta.setdefault("variants", []).append({"name": name, **params})
+    return m
+
+
+def scale_sessions(model: SwingModel, k: float) -> SwingModel:
+    """Session arrival rate times ``k``."""
+    if not k > 0:
+        raise SwellError("--scale", f"factor must be positive, got {k}")
+    m = model.copy()
+    for app in m.apps:
+        m.arrays[f"app/{app}/interSession"] = m.arrays[f"app/{app}/interSession"] / k
+        m.meta["apps"][app]["sessions_per_s"] *= k
+    m.meta["rate_scale"] = float(m.meta.get("rate_scale", 1.0)) * k
+    return _record(m, "scale_sessions", k=k)
+
+
+def scale_to_rate(model: SwingModel, target_bps: float) -> SwingModel:
+    """Scale the session rate so that the mean offered load is ``target_bps``."""
+    now = model.mean_rate_bps()
+    if now <= 0:
+        raise SwellError("--target-mbps", "the model carries no bytes; cannot scale to a rate")
+    if not target_bps > 0:
+        raise SwellError("--target-mbps", f"target must be positive, got {target_bps}")
+    m = scale_sessions(model, target_bps / now)
+    m.meta["variants"][-1].update({"name": "scale_to_rate", "target_bps": target_bps})
+    return m
+
+
+def scale_responses(model: SwingModel, k: float) -> SwingModel:
+    """Response sizes times ``k`` (the RSP variants)."""
+    if not k > 0:
+        raise SwellError("--rsp", f"factor must be positive, got {k}")
+    m = model.copy()
+    for app in m.apps:
+        key = f"app/{app}/rspSize"
+        m.arrays[key] = np.rint(m.arrays[key] * k).astype(np.int64)
+        m.meta["apps"][app]["bytes_s2c"] = int(round(m.meta["apps"][app]["bytes_s2c"] * k))
+    return _record(m, "scale_responses", k=k)
+
+
+def constant_rtt(model: SwingModel, rtt_s: float = 0.004) -> SwingModel:
+    """Every RTT set to ``rtt_s`` (HB: 4 ms): one-way access delays of ``rtt_s / 4``."""
+    if not rtt_s >= 0:
+        raise SwellError("--hb-rtt-ms", f"RTT must be non-negative, got {rtt_s}")
+    m = model.copy()
+    for side in SIDES:
+        key = f"net/{side}/delay_s"
+        m.arrays[key] = np.full_like(m.arrays[key], rtt_s / 4.0)
+    return _record(m, "constant_rtt", rtt_s=rtt_s)
+
+
+def zero_think(model: SwingModel) -> SwingModel:
+    """User think times (interRRE) and request think times (reqThink) set to 0."""
+    m = model.copy()
+    for app in m.apps:
+        for p in ("interRRE", "reqThink"):
+            key = f"app/{app}/{p}"
+            m.arrays[key] = np.zeros_like(m.arrays[key])
+    return _record(m, "zero_think")
+
+
+def cap_capacity(model: SwingModel, cap_bps: float) -> SwingModel:
+    """Every access capacity capped at ``cap_bps``."""
+    if not cap_bps > 0:
+        raise SwellError("--cap-mbps", f"capacity must be positive, got {cap_bps}")
+    m = model.copy()
+    for side in SIDES:
+        key = f"net/{side}/capacity_bps"
+        m.arrays[key] = np.minimum(m.arrays[key], cap_bps)
+    return _record(m, "cap_capacity", cap_bps=cap_bps)

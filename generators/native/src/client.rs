@@ -1,0 +1,519 @@
+//! `swell-gen run`: execute a session schedule on one core, event driven.
+//!
+//! Sessions start at their scheduled times (relative to the run start). A
+//! session runs its RREs one after another: an RRE starts `gap` seconds after
+//! the previous one ended, and opens its connections at their `offset`s. Every
+//! socket is bound to the session's client address (port 0) before connect,
+//! so it leaves through that emulated host's link. A connection sends each
+//! request (8-byte header for TCP, 24-byte header per UDP datagram), waits for
+//! exactly the response size, waits `think`, and goes on; then it closes and a
+//! record line is written. Timers live in one binary heap; sockets in one mio
+//! poll. Counters go to stdout as JSON lines every `--interval-ms`.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::net::{IpAddr, SocketAddr};
+
+use mio::net::{TcpStream, UdpSocket};
+use mio::{Events, Interest, Poll, Token};
+
+use crate::schedule::{self, ConnSpec, Proto, Schedule};
+use crate::util::*;
+
+#[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Copy)]
+enum Timer {
+    RreStart { s: u32 },
+    ConnStart { s: u32, c: u32 },
+    PairNext { slot: u32, gen: u32 },
+    UdpTimeout { slot: u32, gen: u32, pair: u32 },
+}
+
+enum Sock {
+    Tcp(TcpStream),
+    Udp(UdpSocket),
+}
+
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum Phase {
+    Connecting,
+    Sending,
+    Receiving,
+    Thinking,
+}
+
+struct Conn {
+    s: u32,
+    r: u32,
+    c: u32,
+    gen: u32,
+    sock: Option<Sock>,
+    phase: Phase,
+    pair: usize,
+    sent: u64,
+    recvd: u64,
+    tx: u64,
+    rx: u64,
+    start: u64,
+    local: Option<SocketAddr>,
+}
+
+#[derive(Default, Clone)]
+struct SessState {
+    rre: u32,
+    started: u32,
+    open: u32,
+}
+
+#[derive(Default)]
+struct Counters {
+    sessions_started: u64,
+    sessions_done: u64,
+    conns_started: u64,
+    conns_ok: u64,
+    conns_failed: u64,
+    tx_bytes: u64,
+    rx_bytes: u64,
+}
+
+struct Runner {
+    sched: Schedule,
+    poll: Poll,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    gen: u32,
+    sess: Vec<SessState>,
+    timers: BinaryHeap<Reverse<(u64, u64, Timer)>>,
+    seq: u64,
+    base: u64,
+    udp_timeout: u64,
+    records: BufWriter<File>,
+    k: Counters,
+    buf: Vec<u8>,
+}
+
+fn to_ns(s: f64) -> u64 {
+    (s * 1e9).round() as u64
+}
+
+fn raise_nofile() {
+    unsafe {
+        let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
+pub fn run(args: &Args) -> Result<(), String> {
+    args.check_known(&["schedule", "records", "interval-ms", "duration", "udp-timeout-ms"])?;
+    let sched = schedule::load(args.req("schedule")?)?;
+    let rec_path = args.req("records")?;
+    let records = File::create(rec_path).map_err(|e| format!("{rec_path}: {e}"))?;
+    let interval = args.num::<u64>("interval-ms", 1000)?.max(10) * 1_000_000;
+    let duration = args.num::<f64>("duration", 0.0)?; // 0: until every session ends
+    raise_nofile();
+    let n = sched.sessions.len();
+    let mut r = Runner {
+        sched,
+        poll: Poll::new().map_err(|e| e.to_string())?,
+        conns: Vec::new(),
+        free: Vec::new(),
+        gen: 0,
+        sess: vec![SessState::default(); n],
+        timers: BinaryHeap::new(),
+        seq: 0,
+        base: mono_ns(),
+        udp_timeout: args.num::<u64>("udp-timeout-ms", 2000)? * 1_000_000,
+        records: BufWriter::with_capacity(1 << 20, records),
+        k: Counters::default(),
+        buf: vec![0u8; 65536],
+    };
+    let end = if duration > 0.0 { r.base + to_ns(duration) } else { u64::MAX };
+    r.main_loop(end, interval)?;
+    r.records.flush().map_err(|e| format!("{rec_path}: {e}"))?;
+    Ok(())
+}
+
+impl Runner {
+    fn push(&mut self, at: u64, t: Timer) {
+        self.seq += 1;
+        self.timers.push(Reverse((at, self.seq, t)));
+    }
+
+    fn main_loop(&mut self, end: u64, interval: u64) -> Result<(), String> {
+        let mut events = Events::with_capacity(4096);
+        let mut cursor = 0usize;
+        let mut next_report = self.base + interval;
+        let n = self.sched.sessions.len();
+        loop {
+            let now = mono_ns();
+            while cursor < n && self.base + to_ns(self.sched.sessions[cursor].t) <= now {
+                let at = self.base + to_ns(self.sched.sessions[cursor].t);
+                let gap = to_ns(self.sched.sessions[cursor].rres[0].gap);
+                self.push(at + gap, Timer::RreStart { s: cursor as u32 });
+                self.k.sessions_started += 1;
+                cursor += 1;
+            }
+            self.fire_timers(now);
+            if now >= next_report {
+                self.report(now, false);
+                next_report += interval;
+            }
+            let active = self.k.sessions_started - self.k.sessions_done;
+            if stopped() || now >= end || (cursor == n && active == 0) {
+                break;
+            }
+            let mut wake = next_report.min(end);
+            if cursor < n {
+                wake = wake.min(self.base + to_ns(self.sched.sessions[cursor].t));
+            }
+            if let Some(Reverse((at, _, _))) = self.timers.peek() {
+                wake = wake.min(*at);
+            }
+            let wait = wake.saturating_sub(mono_ns()).min(100_000_000);
+            match self.poll.poll(&mut events, Some(std::time::Duration::from_nanos(wait))) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.to_string()),
+            }
+            for ev in events.iter() {
+                self.on_event(ev.token().0, ev.is_error());
+            }
+        }
+        for slot in 0..self.conns.len() {
+            if self.conns[slot].is_some() {
+                self.finish(slot, Some("cut"));
+            }
+        }
+        self.report(mono_ns(), true);
+        Ok(())
+    }
+
+    fn report(&mut self, now: u64, last: bool) {
+        let k = &self.k;
+        let open = self.conns.len() - self.free.len();
+        println!(
+            "{{\"t\":{:.3},\"sessions_started\":{},\"sessions_active\":{},\"sessions_done\":{},\"conns_started\":{},\"conns_active\":{},\"conns_ok\":{},\"conns_failed\":{},\"tx_bytes\":{},\"rx_bytes\":{},\"final\":{}}}",
+            (now - self.base) as f64 / 1e9, k.sessions_started, k.sessions_started - k.sessions_done,
+            k.sessions_done, k.conns_started, open, k.conns_ok, k.conns_failed, k.tx_bytes,
+            k.rx_bytes, last
+        );
+        let _ = std::io::stdout().flush();
+    }
+
+    fn fire_timers(&mut self, now: u64) {
+        while let Some(Reverse((at, _, t))) = self.timers.peek().copied() {
+            if at > now {
+                return;
+            }
+            self.timers.pop();
+            match t {
+                Timer::RreStart { s } => self.rre_start(s, now),
+                Timer::ConnStart { s, c } => self.conn_start(s, c, now),
+                Timer::PairNext { slot, gen } => {
+                    if self.live(slot as usize, gen) {
+                        self.conns[slot as usize].as_mut().unwrap().phase = Phase::Sending;
+                        self.progress(slot as usize);
+                    }
+                }
+                Timer::UdpTimeout { slot, gen, pair } => {
+                    let sl = slot as usize;
+                    if self.live(sl, gen) {
+                        let c = self.conns[sl].as_ref().unwrap();
+                        if c.pair == pair as usize && c.phase == Phase::Receiving {
+                            self.finish(sl, Some("udp-timeout"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn live(&self, slot: usize, gen: u32) -> bool {
+        matches!(self.conns.get(slot), Some(Some(c)) if c.gen == gen)
+    }
+
+    fn rre_start(&mut self, s: u32, now: u64) {
+        let st = &mut self.sess[s as usize];
+        st.started = 0;
+        st.open = 0;
+        let r = st.rre as usize;
+        let n = self.sched.sessions[s as usize].rres[r].conns.len();
+        for c in 0..n {
+            let off = to_ns(self.sched.sessions[s as usize].rres[r].conns[c].offset);
+            self.push(now + off, Timer::ConnStart { s, c: c as u32 });
+        }
+    }
+
+    fn spec(&self, s: u32, r: u32, c: u32) -> &ConnSpec {
+        &self.sched.sessions[s as usize].rres[r as usize].conns[c as usize]
+    }
+
+    fn conn_start(&mut self, s: u32, c: u32, now: u64) {
+        let r = self.sess[s as usize].rre;
+        self.sess[s as usize].started += 1;
+        self.sess[s as usize].open += 1;
+        self.k.conns_started += 1;
+        let client: IpAddr = self.sched.sessions[s as usize].client;
+        let (server, proto) = {
+            let sp = self.spec(s, r, c);
+            (sp.server, sp.proto)
+        };
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        self.gen = self.gen.wrapping_add(1);
+        let opened = open_sock(server, SocketAddr::new(client, 0), proto);
+        let (sock, err) = match opened {
+            Ok(sock) => (Some(sock), None),
+            Err(e) => (None, Some(e)),
+        };
+        let phase = if proto == Proto::Tcp { Phase::Connecting } else { Phase::Sending };
+        let mut conn = Conn {
+            s, r, c, gen: self.gen, sock, phase, pair: 0, sent: 0, recvd: 0,
+            tx: 0, rx: 0, start: now, local: None,
+        };
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        let reg = match &mut conn.sock {
+            Some(Sock::Tcp(t)) => self.poll.registry().register(t, Token(slot), interest),
+            Some(Sock::Udp(u)) => self.poll.registry().register(u, Token(slot), interest),
+            None => Ok(()),
+        };
+        if let Some(Sock::Udp(u)) = &conn.sock {
+            conn.local = u.local_addr().ok();
+        }
+        self.conns[slot] = Some(conn);
+        if let Some(e) = err {
+            self.finish_msg(slot, &e);
+        } else if let Err(e) = reg {
+            self.finish_msg(slot, &format!("register: {e}"));
+        } else if proto == Proto::Udp {
+            self.progress(slot);
+        }
+    }
+
+    fn on_event(&mut self, slot: usize, is_error: bool) {
+        let Some(Some(c)) = self.conns.get_mut(slot) else { return };
+        if c.phase == Phase::Connecting {
+            let Some(Sock::Tcp(t)) = &c.sock else { return };
+            if let Ok(Some(e)) | Err(e) = t.take_error() {
+                let msg = format!("connect: {e}");
+                self.finish_msg(slot, &msg);
+                return;
+            }
+            match t.peer_addr() {
+                Ok(_) => {
+                    c.local = t.local_addr().ok();
+                    c.phase = Phase::Sending;
+                }
+                Err(_) if is_error => return self.finish(slot, Some("connect failed")),
+                Err(_) => return,
+            }
+        }
+        self.progress(slot);
+    }
+
+    /// Move a connection as far as its socket allows.
+    fn progress(&mut self, slot: usize) {
+        loop {
+            let Some(Some(c)) = self.conns.get(slot) else { return };
+            let (req, rsp, _) = self.spec(c.s, c.r, c.c).pairs[c.pair];
+            let step = match c.phase {
+                Phase::Sending => self.send_some(slot, req as u64, rsp),
+                Phase::Receiving => self.recv_some(slot, rsp as u64),
+                _ => return,
+            };
+            match step {
+                Step::Blocked => return,
+                Step::Failed(e) => return self.finish_msg(slot, &e),
+                Step::Again => {}
+                Step::PairDone => {
+                    if !self.pair_done(slot) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn send_some(&mut self, slot: usize, req: u64, rsp: u32) -> Step {
+        let now = mono_ns();
+        let udp_timeout = self.udp_timeout;
+        let c = self.conns[slot].as_mut().unwrap();
+        let res = match c.sock.as_mut().unwrap() {
+            Sock::Tcp(t) => {
+                let mut hdr = [0u8; TCP_HDR];
+                put_u32(&mut hdr, 0, req as u32);
+                put_u32(&mut hdr, 4, rsp);
+                if c.sent < TCP_HDR as u64 {
+                    t.write(&hdr[c.sent as usize..])
+                } else {
+                    let n = ((req - c.sent) as usize).min(ZEROS.len());
+                    t.write(&ZEROS[..n])
+                }
+            }
+            Sock::Udp(u) => {
+                let left = (req - c.sent) as usize;
+                let mut k = left.min(UDP_MAX);
+                if left > k && left - k < UDP_HDR {
+                    k = left - UDP_HDR;
+                }
+                let mut d = [0u8; UDP_MAX];
+                put_u32(&mut d, 0, UDP_MAGIC);
+                put_u32(&mut d, 4, c.gen);
+                put_u32(&mut d, 8, c.pair as u32);
+                put_u32(&mut d, 12, req as u32);
+                put_u32(&mut d, 16, c.sent as u32);
+                put_u32(&mut d, 20, rsp);
+                u.send(&d[..k])
+            }
+        };
+        match res {
+            Ok(w) => {
+                c.sent += w as u64;
+                c.tx += w as u64;
+                self.k.tx_bytes += w as u64;
+                if c.sent == req {
+                    c.phase = Phase::Receiving;
+                    if rsp == 0 {
+                        return Step::PairDone;
+                    }
+                    if let Some(Sock::Udp(_)) = c.sock {
+                        let t = Timer::UdpTimeout { slot: slot as u32, gen: c.gen, pair: c.pair as u32 };
+                        self.push(now + udp_timeout, t);
+                    }
+                }
+                Step::Again
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Step::Blocked,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Step::Again,
+            Err(e) => Step::Failed(format!("send: {e}")),
+        }
+    }
+
+    fn recv_some(&mut self, slot: usize, rsp: u64) -> Step {
+        let c = self.conns[slot].as_mut().unwrap();
+        let is_tcp = matches!(c.sock, Some(Sock::Tcp(_)));
+        let res = match c.sock.as_mut().unwrap() {
+            Sock::Tcp(t) => t.read(&mut self.buf),
+            Sock::Udp(u) => u.recv(&mut self.buf),
+        };
+        match res {
+            Ok(0) if is_tcp => Step::Failed("eof before response end".into()),
+            Ok(n) => {
+                c.recvd += n as u64;
+                c.rx += n as u64;
+                self.k.rx_bytes += n as u64;
+                if c.recvd > rsp && is_tcp {
+                    return Step::Failed("response longer than asked".into());
+                }
+                if c.recvd >= rsp {
+                    Step::PairDone
+                } else {
+                    Step::Again
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Step::Blocked,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Step::Again,
+            Err(e) => Step::Failed(format!("recv: {e}")),
+        }
+    }
+
+    /// A request/response pair ended; true if the connection continues now.
+    fn pair_done(&mut self, slot: usize) -> bool {
+        let c = self.conns[slot].as_ref().unwrap();
+        let pairs = &self.spec(c.s, c.r, c.c).pairs;
+        let think = pairs[c.pair].2;
+        let last = c.pair + 1 == pairs.len();
+        let gen = c.gen;
+        if last {
+            self.finish(slot, None);
+            return false;
+        }
+        let c = self.conns[slot].as_mut().unwrap();
+        c.pair += 1;
+        c.sent = 0;
+        c.recvd = 0;
+        if think <= 0.0 {
+            c.phase = Phase::Sending;
+            return true;
+        }
+        c.phase = Phase::Thinking;
+        self.push(mono_ns() + to_ns(think), Timer::PairNext { slot: slot as u32, gen });
+        false
+    }
+
+    fn finish_msg(&mut self, slot: usize, msg: &str) {
+        self.finish(slot, Some(msg));
+    }
+
+    /// Close a connection, write its record, and advance its session.
+    fn finish(&mut self, slot: usize, err: Option<&str>) {
+        let Some(mut c) = self.conns[slot].take() else { return };
+        self.free.push(slot);
+        let _ = match &mut c.sock {
+            Some(Sock::Tcp(t)) => self.poll.registry().deregister(t),
+            Some(Sock::Udp(u)) => self.poll.registry().deregister(u),
+            None => Ok(()),
+        };
+        let now = mono_ns();
+        self.write_record(&c, now, err);
+        if err.is_none() {
+            self.k.conns_ok += 1;
+        } else {
+            self.k.conns_failed += 1;
+        }
+        let s = c.s as usize;
+        let st = &mut self.sess[s];
+        st.open -= 1;
+        let rres = &self.sched.sessions[s].rres;
+        if st.open == 0 && st.started as usize == rres[st.rre as usize].conns.len() {
+            st.rre += 1;
+            if (st.rre as usize) < rres.len() {
+                let gap = to_ns(rres[st.rre as usize].gap);
+                self.push(now + gap, Timer::RreStart { s: c.s });
+            } else {
+                self.k.sessions_done += 1;
+            }
+        }
+    }
+
+    fn write_record(&mut self, c: &Conn, now: u64, err: Option<&str>) {
+        let sp = self.spec(c.s, c.r, c.c);
+        let exp_tx: u64 = sp.pairs.iter().map(|p| p.0 as u64).sum();
+        let exp_rx: u64 = sp.pairs.iter().map(|p| p.1 as u64).sum();
+        let local = c.local.map(|a| a.to_string()).unwrap_or_default();
+        let proto = if sp.proto == Proto::Tcp { "tcp" } else { "udp" };
+        let app = serde_json::to_string(&sp.app).unwrap_or_default();
+        let error = serde_json::to_string(err.unwrap_or("")).unwrap_or_default();
+        let line = format!(
+            "{{\"session\":{},\"rre\":{},\"conn\":{},\"app\":{},\"proto\":\"{}\",\"client\":\"{}\",\"server\":\"{}\",\"start\":{:.6},\"end\":{:.6},\"tx\":{},\"rx\":{},\"exp_tx\":{},\"exp_rx\":{},\"pairs_done\":{},\"ok\":{},\"error\":{}}}\n",
+            self.sched.sessions[c.s as usize].id, c.r, c.c, app, proto, local, sp.server,
+            (c.start - self.base) as f64 / 1e9, (now - self.base) as f64 / 1e9, c.tx,
+            c.rx, exp_tx, exp_rx, c.pair + usize::from(err.is_none()), err.is_none(), error
+        );
+        let _ = self.records.write_all(line.as_bytes());
+    }
+}
+
+enum Step {
+    Blocked,
+    Again,
+    PairDone,
+    Failed(String),
+}
+
+fn open_sock(server: SocketAddr, local: SocketAddr, proto: Proto) -> Result<Sock, String> {
+    let udp = proto == Proto::Udp;
+    let s = new_socket(&server, Some(local), udp).map_err(|e| format!("socket/bind {local}: {e}"))?;
+    match s.connect(&server.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(format!("connect {server}: {e}")),
+    }
+    Ok(if udp { Sock::Udp(UdpSocket::from_std(s.into())) } else { Sock::Tcp(TcpStream::from_std(s.into())) })
+}

@@ -1,0 +1,145 @@
+//! The session schedule swell-gen executes (written by swell.generators.schedule).
+//!
+//! JSON lines: a header line, then one line per session, in start-time order.
+//!   {"format":"swell-schedule","version":1,"seed":1,"sessions":N,"duration_s":60.0,"meta":{..}}
+//!   {"id":0,"t":0.25,"client":"10.0.1.2","rres":[{"gap":0.0,"conns":[
+//!       {"server":"10.0.2.1:8080","proto":"tcp","app":"tcp/80","offset":0.0,
+//!        "pairs":[[req_bytes, rsp_bytes, think_after_s], ...]}]}]}
+//! `gap` is the idle time between the end of the previous RRE and this one;
+//! `offset` is a connection's start relative to its RRE's start. Unknown
+//! fields are errors, so a misspelt key never goes unnoticed.
+
+use std::io::BufRead;
+use std::net::{IpAddr, SocketAddr};
+
+use serde::Deserialize;
+
+use crate::util::{TCP_HDR, UDP_HDR};
+
+pub const FORMAT: &str = "swell-schedule";
+pub const VERSION: u32 = 1;
+
+/// Header fields are validated here; `run` itself needs only the sessions.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct Header {
+    pub format: String,
+    pub version: u32,
+    pub seed: u64,
+    pub sessions: u64,
+    pub duration_s: f64,
+    #[serde(default)]
+    pub meta: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Session {
+    pub id: u64,
+    pub t: f64,
+    pub client: IpAddr,
+    pub rres: Vec<Rre>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rre {
+    pub gap: f64,
+    pub conns: Vec<ConnSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnSpec {
+    pub server: SocketAddr,
+    pub proto: Proto,
+    pub app: String,
+    pub offset: f64,
+    pub pairs: Vec<(u32, u32, f64)>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+pub struct Schedule {
+    #[allow(dead_code)]
+    pub header: Header,
+    pub sessions: Vec<Session>,
+}
+
+fn check_session(s: &Session, line: usize) -> Result<(), String> {
+    let bad = |what: String| Err(format!("line {line}: session {}: {what}", s.id));
+    if !(s.t.is_finite() && s.t >= 0.0) {
+        return bad(format!("start time {} is not a time >= 0", s.t));
+    }
+    if s.rres.is_empty() {
+        return bad("has no RREs".into());
+    }
+    for r in &s.rres {
+        if !(r.gap >= 0.0) || r.conns.is_empty() {
+            return bad("an RRE has a negative gap or no connections".into());
+        }
+        for c in &r.conns {
+            let min = if c.proto == Proto::Tcp { TCP_HDR } else { UDP_HDR } as u32;
+            if !(c.offset >= 0.0) || c.pairs.is_empty() {
+                return bad("a connection has a negative offset or no pairs".into());
+            }
+            for &(req, _rsp, think) in &c.pairs {
+                if req < min || !(think >= 0.0) {
+                    return bad(format!("request of {req} bytes (< {min}) or negative think"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Read and validate a schedule file; errors are one readable line.
+pub fn load(path: &str) -> Result<Schedule, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut lines = std::io::BufReader::new(f).lines();
+    let first = lines
+        .next()
+        .ok_or(format!("{path}: empty file"))?
+        .map_err(|e| format!("{path}: {e}"))?;
+    let header: Header =
+        serde_json::from_str(&first).map_err(|e| format!("{path}: line 1 (header): {e}"))?;
+    if header.format != FORMAT || header.version != VERSION {
+        return Err(format!(
+            "{path}: not a {FORMAT} v{VERSION} file (format {:?} version {})",
+            header.format, header.version
+        ));
+    }
+    let mut sessions = Vec::with_capacity(header.sessions as usize);
+    let mut last_t = 0.0f64;
+    for (i, line) in lines.enumerate() {
+        let line = line.map_err(|e| format!("{path}: {e}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let s: Session =
+            serde_json::from_str(&line).map_err(|e| format!("{path}: line {}: {e}", i + 2))?;
+        check_session(&s, i + 2).map_err(|e| format!("{path}: {e}"))?;
+        if s.t < last_t {
+            return Err(format!("{path}: line {}: sessions are not in start-time order", i + 2));
+        }
+        last_t = s.t;
+        sessions.push(s);
+    }
+    if sessions.is_empty() {
+        return Err(format!("{path}: the schedule has zero sessions"));
+    }
+    if sessions.len() as u64 != header.sessions {
+        return Err(format!(
+            "{path}: header says {} sessions, file has {}",
+            header.sessions,
+            sessions.len()
+        ));
+    }
+    Ok(Schedule { header, sessions })
+}

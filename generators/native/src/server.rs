@@ -1,0 +1,254 @@
+//! `swell-gen serve`: the server side of every emulated server host.
+//!
+//! Listens for TCP and UDP on each `--listen ADDR:PORT` (IP_FREEBIND, so an
+//! address may be bound before it is configured). TCP: each request starts
+//! with an 8-byte header (u32 total request bytes, u32 response bytes); once
+//! the whole request is read the server writes exactly that many response
+//! bytes. Requests are parsed as a byte stream, so back-to-back requests work.
+//! UDP: a request datagram carries a 24-byte header; the datagram that
+//! completes the request (offset + length == total) triggers the response,
+//! sent as datagrams of at most 1472 bytes. Prints `READY` once every socket
+//! is bound; SIGTERM stops it and prints a JSON summary line.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+
+use mio::net::{TcpListener, TcpStream, UdpSocket};
+use mio::{Events, Interest, Poll, Token};
+
+use crate::util::*;
+
+struct SrvConn {
+    stream: TcpStream,
+    hdr: [u8; TCP_HDR],
+    hdr_got: usize,
+    body_left: u64,
+    rsp: u64,
+    pending: u64,
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Udp(UdpSocket),
+}
+
+#[derive(Default)]
+struct Stats {
+    accepted: u64,
+    requests: u64,
+    bytes_in: u64,
+    bytes_out: u64,
+    udp_requests: u64,
+    udp_send_drops: u64,
+}
+
+const CONN_BASE: usize = 1 << 20;
+
+pub fn serve(args: &Args) -> Result<(), String> {
+    args.check_known(&["listen", "proto"])?;
+    let addrs: Vec<SocketAddr> =
+        args.all("listen").iter().map(|a| parse_addr(a)).collect::<Result<_, _>>()?;
+    if addrs.is_empty() {
+        return Err("serve needs at least one --listen ADDR:PORT".into());
+    }
+    let proto = args.get("proto").unwrap_or("both");
+    let mut poll = Poll::new().map_err(|e| e.to_string())?;
+    let mut listeners = Vec::new();
+    for a in &addrs {
+        if proto != "udp" {
+            let s = new_socket(a, Some(*a), false).map_err(|e| format!("listen tcp {a}: {e}"))?;
+            s.listen(4096).map_err(|e| format!("listen tcp {a}: {e}"))?;
+            let mut l = TcpListener::from_std(s.into());
+            poll.registry()
+                .register(&mut l, Token(listeners.len()), Interest::READABLE)
+                .map_err(|e| e.to_string())?;
+            listeners.push(Listener::Tcp(l));
+        }
+        if proto != "tcp" {
+            let s = new_socket(a, Some(*a), true).map_err(|e| format!("bind udp {a}: {e}"))?;
+            let _ = s.set_send_buffer_size(4 << 20);
+            let _ = s.set_recv_buffer_size(4 << 20);
+            let mut u = UdpSocket::from_std(s.into());
+            poll.registry()
+                .register(&mut u, Token(listeners.len()), Interest::READABLE)
+                .map_err(|e| e.to_string())?;
+            listeners.push(Listener::Udp(u));
+        }
+    }
+    println!("READY");
+    std::io::stdout().flush().ok();
+    let stats = event_loop(&mut poll, &mut listeners)?;
+    println!(
+        "{{\"accepted\":{},\"requests\":{},\"bytes_in\":{},\"bytes_out\":{},\"udp_requests\":{},\"udp_send_drops\":{}}}",
+        stats.accepted, stats.requests, stats.bytes_in, stats.bytes_out, stats.udp_requests,
+        stats.udp_send_drops
+    );
+    Ok(())
+}
+
+fn event_loop(poll: &mut Poll, listeners: &mut [Listener]) -> Result<Stats, String> {
+    let mut events = Events::with_capacity(1024);
+    let mut conns: Vec<Option<SrvConn>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut stats = Stats::default();
+    let mut buf = vec![0u8; 65536];
+    while !stopped() {
+        if let Err(e) = poll.poll(&mut events, Some(std::time::Duration::from_millis(100))) {
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e.to_string());
+        }
+        for ev in events.iter() {
+            let t = ev.token().0;
+            if t < CONN_BASE {
+                match &mut listeners[t] {
+                    Listener::Tcp(l) => accept_all(poll, l, &mut conns, &mut free, &mut stats),
+                    Listener::Udp(u) => udp_serve(u, &mut buf, &mut stats),
+                }
+                continue;
+            }
+            let slot = t - CONN_BASE;
+            let alive = match conns[slot].as_mut() {
+                Some(c) => drive(c, &mut buf, &mut stats),
+                None => continue,
+            };
+            if !alive {
+                if let Some(mut c) = conns[slot].take() {
+                    let _ = poll.registry().deregister(&mut c.stream);
+                }
+                free.push(slot);
+            }
+        }
+    }
+    Ok(stats)
+}
+
+fn accept_all(
+    poll: &Poll,
+    l: &TcpListener,
+    conns: &mut Vec<Option<SrvConn>>,
+    free: &mut Vec<usize>,
+    stats: &mut Stats,
+) {
+    loop {
+        match l.accept() {
+            Ok((mut stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                let slot = free.pop().unwrap_or_else(|| {
+                    conns.push(None);
+                    conns.len() - 1
+                });
+                let interest = Interest::READABLE | Interest::WRITABLE;
+                if poll.registry().register(&mut stream, Token(CONN_BASE + slot), interest).is_err() {
+                    free.push(slot);
+                    continue;
+                }
+                stats.accepted += 1;
+                conns[slot] = Some(SrvConn {
+                    stream,
+                    hdr: [0; TCP_HDR],
+                    hdr_got: 0,
+                    body_left: 0,
+                    rsp: 0,
+                    pending: 0,
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return, // EMFILE and friends: retry on the next event
+        }
+    }
+}
+
+/// Consume request bytes; each completed request adds its response to `pending`.
+fn consume(c: &mut SrvConn, mut data: &[u8], stats: &mut Stats) {
+    while !data.is_empty() {
+        if c.body_left == 0 {
+            let take = (TCP_HDR - c.hdr_got).min(data.len());
+            c.hdr[c.hdr_got..c.hdr_got + take].copy_from_slice(&data[..take]);
+            c.hdr_got += take;
+            data = &data[take..];
+            if c.hdr_got < TCP_HDR {
+                return;
+            }
+            c.hdr_got = 0;
+            let total = u32_at(&c.hdr, 0) as u64;
+            c.rsp = u32_at(&c.hdr, 4) as u64;
+            c.body_left = total.saturating_sub(TCP_HDR as u64);
+            if c.body_left == 0 {
+                c.pending += c.rsp;
+                stats.requests += 1;
+            }
+        } else {
+            let take = (c.body_left as usize).min(data.len());
+            c.body_left -= take as u64;
+            data = &data[take..];
+            if c.body_left == 0 {
+                c.pending += c.rsp;
+                stats.requests += 1;
+            }
+        }
+    }
+}
+
+/// Read what is there, write what is owed; false when the connection is finished.
+fn drive(c: &mut SrvConn, buf: &mut [u8], stats: &mut Stats) -> bool {
+    let mut eof = false;
+    loop {
+        match c.stream.read(buf) {
+            Ok(0) => {
+                eof = true;
+                break;
+            }
+            Ok(n) => {
+                stats.bytes_in += n as u64;
+                consume(c, &buf[..n], stats);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+    while c.pending > 0 {
+        let n = (c.pending as usize).min(ZEROS.len());
+        match c.stream.write(&ZEROS[..n]) {
+            Ok(w) => {
+                c.pending -= w as u64;
+                stats.bytes_out += w as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+    !eof
+}
+
+fn udp_serve(u: &UdpSocket, buf: &mut [u8], stats: &mut Stats) {
+    loop {
+        let (n, src) = match u.recv_from(buf) {
+            Ok(x) => x,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        stats.bytes_in += n as u64;
+        if n < UDP_HDR || u32_at(buf, 0) != UDP_MAGIC {
+            continue;
+        }
+        let (total, offset, rsp) = (u32_at(buf, 12), u32_at(buf, 16), u32_at(buf, 20));
+        if offset as u64 + n as u64 != total as u64 {
+            continue;
+        }
+        stats.udp_requests += 1;
+        let mut left = rsp as usize;
+        while left > 0 {
+            let k = left.min(UDP_MAX);
+            match u.send_to(&ZEROS[..k], src) {
+                Ok(w) => stats.bytes_out += w as u64,
+                Err(_) => stats.udp_send_drops += 1,
+            }
+            left -= k;
+        }
+    }
+}

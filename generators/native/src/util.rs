@@ -1,0 +1,173 @@
+//! Shared helpers: monotonic clock, stop flag (SIGTERM/SIGINT), a seeded RNG,
+//! socket creation (bind to an emulated host's address, IP_FREEBIND), and the
+//! wire constants both roles agree on.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+/// TCP request header: u32 total request bytes (header included), u32 response bytes.
+pub const TCP_HDR: usize = 8;
+/// UDP request datagram header: magic, conn, pair, req_total, offset, rsp_total (u32 each).
+pub const UDP_HDR: usize = 24;
+pub const UDP_MAGIC: u32 = 0x5357_4c55; // "SWLU"
+/// Largest UDP payload we send (1500-byte IP packets).
+pub const UDP_MAX: usize = 1472;
+pub const ZEROS: [u8; 65536] = [0u8; 65536];
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Install SIGTERM/SIGINT handlers that only raise the stop flag.
+pub fn install_stop_handlers() {
+    unsafe {
+        let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+pub fn stopped() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (shared by every network namespace).
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleep until an absolute CLOCK_MONOTONIC time (no drift accumulation).
+pub fn sleep_until_ns(t: u64) {
+    let ts = libc::timespec {
+        tv_sec: (t / 1_000_000_000) as libc::time_t,
+        tv_nsec: (t % 1_000_000_000) as libc::c_long,
+    };
+    unsafe {
+        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
+    };
+}
+
+/// SplitMix64: small, fast, seedable; enough for inter-departure draws.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in (0, 1].
+    pub fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+    pub fn exp(&mut self, mean: f64) -> f64 {
+        -mean * self.unit().ln()
+    }
+}
+
+fn domain_of(addr: &SocketAddr) -> Domain {
+    if addr.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    }
+}
+
+/// A non-blocking socket, optionally bound to `local` (port 0 = any) with IP_FREEBIND.
+pub fn new_socket(
+    peer_or_local: &SocketAddr,
+    local: Option<SocketAddr>,
+    udp: bool,
+) -> std::io::Result<Socket> {
+    let (ty, proto) = if udp { (Type::DGRAM, Protocol::UDP) } else { (Type::STREAM, Protocol::TCP) };
+    let s = Socket::new(domain_of(peer_or_local), ty, Some(proto))?;
+    s.set_nonblocking(true)?;
+    if let Some(local) = local {
+        s.set_reuse_address(true)?;
+        if local.is_ipv4() {
+            s.set_freebind(true)?;
+        } else {
+            s.set_freebind_ipv6(true)?;
+        }
+        s.bind(&SockAddr::from(local))?;
+    }
+    if !udp {
+        s.set_nodelay(true)?;
+    }
+    Ok(s)
+}
+
+/// Parse "a.b.c.d:port" or "[v6]:port" with a readable error.
+pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    text.parse::<SocketAddr>().map_err(|e| format!("bad address {text:?}: {e}"))
+}
+
+pub fn u32_at(buf: &[u8], i: usize) -> u32 {
+    u32::from_be_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]])
+}
+
+pub fn put_u32(buf: &mut [u8], i: usize, v: u32) {
+    buf[i..i + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Minimal "--key value" argument reader shared by the subcommands.
+pub struct Args {
+    pairs: Vec<(String, String)>,
+}
+
+impl Args {
+    pub fn parse(argv: &[String], flags: &[&str]) -> Result<Args, String> {
+        let mut pairs = Vec::new();
+        let mut i = 0;
+        while i < argv.len() {
+            let key = argv[i].strip_prefix("--").ok_or(format!("unexpected argument {:?}", argv[i]))?;
+            if flags.contains(&key) {
+                pairs.push((key.to_string(), "1".to_string()));
+                i += 1;
+                continue;
+            }
+            let val = argv.get(i + 1).ok_or(format!("--{key} needs a value"))?;
+            pairs.push((key.to_string(), val.clone()));
+            i += 2;
+        }
+        Ok(Args { pairs })
+    }
+    pub fn check_known(&self, known: &[&str]) -> Result<(), String> {
+        for (k, _) in &self.pairs {
+            if !known.contains(&k.as_str()) {
+                return Err(format!("unknown option --{k}"));
+            }
+        }
+        Ok(())
+    }
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+    pub fn all(&self, key: &str) -> Vec<&str> {
+        self.pairs.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
+    }
+    pub fn req(&self, key: &str) -> Result<&str, String> {
+        self.get(key).ok_or(format!("--{key} is required"))
+    }
+    pub fn num<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, String> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => v.parse::<T>().map_err(|_| format!("--{key}: bad number {v:?}")),
+        }
+    }
+    pub fn flag(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+}

@@ -1,0 +1,353 @@
+"""The session schedule: everything a Swing run will do, as data, from one seed.
+
+A :class:`Schedule` lists sessions in start-time order. Each session has a
+client address (the emulated host it runs on) and a list of RREs; an RRE
+starts ``gap`` seconds after the previous RRE of its session ended and opens
+its connections at ``offset`` seconds from its own start; a connection goes
+to ``server`` (``ADDR:PORT``) over ``proto`` and carries request/response
+pairs ``(req_bytes, rsp_bytes, think_s)``, ``think_s`` being the pause after
+that pair's response before the next request.
+
+The file format (read by ``swell-gen run``) is JSON lines: one header line
+``{"format": "swell-schedule", "version": 1, "seed", "sessions", "duration_s",
+"meta"}`` then one line per session. Unknown fields are errors on both sides.
+
+:func:`build_schedule` draws a schedule from per-application empirical
+samples (:class:`AppSamples`, read from a Swing model directory by
+:func:`load_app_samples`) with ONE ``numpy.random.Generator`` seeded by
+``seed``, so the same inputs and seed give the same file byte for byte
+(times are rounded to the nanosecond when drawn, so the file holds exactly
+what is in memory).
+Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
+requests are raised to that size and counted in ``meta["raised_requests"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swell.errors import SwellError
+from swell.fsutil import atomic_path
+
+FORMAT = "swell-schedule"
+VERSION = 1
+MIN_REQ = {"tcp": 8, "udp": 24}
+MAX_BYTES = (1 << 32) - 1
+
+
+@dataclass(frozen=True)
+class Conn:
+    server: str  # "ADDR:PORT"
+    proto: str  # "tcp" | "udp"
+    app: str
+    offset: float
+    pairs: tuple[tuple[int, int, float], ...]
+
+    @property
+    def req_bytes(self) -> int:
+        return sum(p[0] for p in self.pairs)
+
+    @property
+    def rsp_bytes(self) -> int:
+        return sum(p[1] for p in self.pairs)
+
+
+@dataclass(frozen=True)
+class Rre:
+    gap: float
+    conns: tuple[Conn, ...]
+
+
+@dataclass(frozen=True)
+class Session:
+    id: int
+    t: float
+    client: str
+    rres: tuple[Rre, ...]
+
+
+@dataclass
+class Schedule:
+    seed: int
+    duration_s: float
+    sessions: list[Session]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def conns(self) -> list[tuple[int, int, int, Conn]]:
+        """Every connection as ``(session id, rre index, conn index, conn)``."""
+        return [(s.id, r, c, conn) for s in self.sessions
+                for r, rre in enumerate(s.rres) for c, conn in enumerate(rre.conns)]
+
+    def servers(self) -> list[str]:
+        """Distinct ``ADDR:PORT`` the schedule talks to (what ``serve`` must listen on)."""
+        return sorted({conn.server for *_, conn in self.conns()})
+
+
+# ---------------------------------------------------------------- file format
+
+def _session_obj(s: Session) -> dict[str, Any]:
+    return {"id": s.id, "t": round(s.t, 9), "client": s.client, "rres": [
+        {"gap": round(r.gap, 9), "conns": [
+            {"server": c.server, "proto": c.proto, "app": c.app, "offset": round(c.offset, 9),
+             "pairs": [[q, a, round(k, 9)] for q, a, k in c.pairs]} for c in r.conns]}
+        for r in s.rres]}
+
+
+def write_schedule(path: str | os.PathLike[str], sched: Schedule) -> Path:
+    """Validate and write ``sched`` atomically as JSON lines; returns the path."""
+    validate(sched, where=path)
+    head = {"format": FORMAT, "version": VERSION, "seed": sched.seed,
+            "sessions": len(sched.sessions), "duration_s": sched.duration_s, "meta": sched.meta}
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        f.write(json.dumps(head, sort_keys=True) + "\n")
+        for s in sched.sessions:
+            f.write(json.dumps(_session_obj(s), separators=(",", ":")) + "\n")
+    return Path(path)
+
+
+def _strict(obj: Any, keys: set[str], what: str, where: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise SwellError(where, f"{what} is not an object")
+    unknown = set(obj) - keys
+    missing = keys - set(obj) - {"meta"}
+    if unknown:
+        raise SwellError(where, f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
+    if missing:
+        raise SwellError(where, f"{what}: missing field(s) {', '.join(sorted(missing))}")
+    return obj
+
+
+def _parse_session(obj: Any, where: str) -> Session:
+    o = _strict(obj, {"id", "t", "client", "rres"}, "session", where)
+    rres = []
+    for r in o["rres"]:
+        ro = _strict(r, {"gap", "conns"}, "rre", where)
+        conns = []
+        for c in ro["conns"]:
+            co = _strict(c, {"server", "proto", "app", "offset", "pairs"}, "connection", where)
+            pairs = tuple((int(q), int(a), float(k)) for q, a, k in co["pairs"])
+            conns.append(Conn(co["server"], co["proto"], co["app"], float(co["offset"]), pairs))
+        rres.append(Rre(float(ro["gap"]), tuple(conns)))
+    return Session(int(o["id"]), float(o["t"]), str(o["client"]), tuple(rres))
+
+
+def read_schedule(path: str | os.PathLike[str]) -> Schedule:
+    """Read and validate a schedule file (clear :class:`SwellError` on bad input)."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as exc:
+        raise SwellError(path, f"cannot read schedule: {exc.strerror}") from None
+    if not lines:
+        raise SwellError(path, "empty schedule file")
+    try:
+        head = _strict(json.loads(lines[0]),
+                       {"format", "version", "seed", "sessions", "duration_s", "meta"},
+                       "header", str(path))
+        if head["format"] != FORMAT or head["version"] != VERSION:
+            raise SwellError(path, f"not a {FORMAT} v{VERSION} file")
+        sessions = [_parse_session(json.loads(ln), f"{path}:{i + 2}")
+                    for i, ln in enumerate(lines[1:]) if ln.strip()]
+    except (json.JSONDecodeError, TypeError, ValueError) as exc:
+        raise SwellError(path, f"malformed schedule: {exc}") from None
+    sched = Schedule(int(head["seed"]), float(head["duration_s"]), sessions, head.get("meta", {}))
+    if int(head["sessions"]) != len(sessions):
+        raise SwellError(path, f"header says {head['sessions']} sessions, file has {len(sessions)}")
+    validate(sched, where=path)
+    return sched
+
+
+def validate(sched: Schedule, where: str | os.PathLike[str] = "schedule") -> None:
+    """The rules ``swell-gen run`` enforces, checked early with readable errors."""
+    if not sched.sessions:
+        raise SwellError(where, "the schedule has zero sessions")
+    if not sched.duration_s > 0:
+        raise SwellError(where, f"duration_s must be positive, not {sched.duration_s}")
+    last = 0.0
+    for s in sched.sessions:
+        if s.t < last or not np.isfinite(s.t):
+            raise SwellError(where, f"session {s.id}: start times must be finite and sorted")
+        last = s.t
+        if not s.rres:
+            raise SwellError(where, f"session {s.id} has no RREs")
+        for r in s.rres:
+            if r.gap < 0 or not r.conns:
+                raise SwellError(where, f"session {s.id}: an RRE has a negative gap or no conns")
+            for c in r.conns:
+                _check_conn(c, s.id, where)
+
+
+def _check_conn(c: Conn, sid: int, where: str | os.PathLike[str]) -> None:
+    if c.proto not in MIN_REQ:
+        raise SwellError(where, f"session {sid}: unknown proto {c.proto!r} (tcp or udp)")
+    if ":" not in c.server or c.offset < 0 or not c.pairs:
+        raise SwellError(where, f"session {sid}: connection needs ADDR:PORT, offset >= 0, pairs")
+    for q, a, k in c.pairs:
+        if not MIN_REQ[c.proto] <= q <= MAX_BYTES or not 0 <= a <= MAX_BYTES or k < 0:
+            raise SwellError(where, f"session {sid}: pair ({q}, {a}, {k}) out of range "
+                             f"(request >= {MIN_REQ[c.proto]} bytes, think >= 0)")
+
+
+# ------------------------------------------------------------ drawing from samples
+
+@dataclass
+class AppSamples:
+    """Empirical samples of one application's Swing parameters (seconds, bytes)."""
+
+    name: str
+    proto: str  # "tcp" | "udp"
+    port: int
+    session_starts: np.ndarray  # session start times in the trace, seconds from its start
+    trace_duration_s: float
+    num_rre: np.ndarray
+    inter_rre: np.ndarray
+    num_conn: np.ndarray
+    inter_conn: np.ndarray
+    num_pairs: np.ndarray
+    req_size: np.ndarray
+    rsp_size: np.ndarray
+    req_think: np.ndarray
+    rre_server: np.ndarray = field(default_factory=lambda: np.zeros(0))  # server index per RRE
+
+    def check(self) -> None:
+        for name in ("num_rre", "num_conn", "num_pairs", "req_size", "rsp_size"):
+            if np.asarray(getattr(self, name)).size == 0:
+                raise SwellError(self.name, f"no samples of {name}")
+        if self.session_starts.size == 0:
+            raise SwellError(self.name, "no sessions in the model")
+
+
+def _arrivals(app: AppSamples, duration: float, scale: float,
+              rng: np.random.Generator) -> np.ndarray:
+    """Session starts in [0, duration): the trace's rate over time (1 s bins,
+    repeated cyclically when the run is longer), times ``scale``, as an
+    inhomogeneous Poisson process."""
+    span = max(app.trace_duration_s, 1e-9)
+    nbins = max(1, int(np.ceil(span)))
+    counts = np.bincount(np.clip(app.session_starts.astype(int), 0, nbins - 1), minlength=nbins)
+    width = span / nbins
+    out = []
+    t0 = 0.0
+    while t0 < duration:
+        n = rng.poisson(counts * scale)
+        starts = np.repeat(np.arange(nbins) * width, n) + rng.uniform(0, width, n.sum())
+        out.append(t0 + starts[t0 + starts < duration])
+        t0 += span
+    return np.sort(np.concatenate(out)) if out else np.zeros(0)
+
+
+def _draw(rng: np.random.Generator, samples: np.ndarray, n: int, default: float = 0.0
+          ) -> np.ndarray:
+    samples = np.asarray(samples, dtype=float)
+    if samples.size == 0:
+        return np.full(n, default)
+    return samples[rng.integers(0, samples.size, n)]
+
+
+def _draw_conn(app: AppSamples, server: str, offset: float, rng: np.random.Generator,
+               meta: dict[str, int]) -> Conn:
+    npairs = max(1, int(_draw(rng, app.num_pairs, 1)[0]))
+    req = np.clip(_draw(rng, app.req_size, npairs), 0, MAX_BYTES).astype(np.int64)
+    rsp = np.clip(_draw(rng, app.rsp_size, npairs), 0, MAX_BYTES).astype(np.int64)
+    think = np.clip(_draw(rng, app.req_think, npairs), 0, None)
+    think[-1] = 0.0
+    low = req < MIN_REQ[app.proto]
+    meta["raised_requests"] += int(low.sum())
+    req[low] = MIN_REQ[app.proto]
+    pairs = tuple((int(q), int(a), round(float(k), 9)) for q, a, k in zip(req, rsp, think,
+                                                                         strict=True))
+    return Conn(server, app.proto, app.name, round(offset, 9), pairs)
+
+
+def _draw_session(app: AppSamples, t: float, client: str, servers: list[str],
+                  rng: np.random.Generator, meta: dict[str, int]) -> Session:
+    rres = []
+    for i in range(max(1, int(_draw(rng, app.num_rre, 1)[0]))):
+        gap = 0.0 if i == 0 else max(0.0, float(_draw(rng, app.inter_rre, 1)[0]))
+        if app.rre_server.size:  # the trace's server popularity, folded onto the servers
+            pick = int(_draw(rng, app.rre_server, 1)[0]) % len(servers)
+        else:
+            pick = int(rng.integers(len(servers)))
+        server = f"{servers[pick]}:{app.port}"
+        nconn = max(1, int(_draw(rng, app.num_conn, 1)[0]))
+        gaps = np.clip(_draw(rng, app.inter_conn, nconn), 0, None)
+        offsets = np.concatenate([[0.0], np.cumsum(gaps[1:])])
+        conns = tuple(_draw_conn(app, server, float(o), rng, meta) for o in offsets)
+        rres.append(Rre(round(gap, 9), conns))
+    return Session(0, round(t, 9), client, tuple(rres))
+
+
+def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str],
+                   duration_s: float, seed: int, scale: float = 1.0,
+                   meta: dict[str, Any] | None = None) -> Schedule:
+    """Draw a schedule: each app's sessions over ``duration_s`` at ``scale`` x its trace rate.
+
+    Clients are picked uniformly per session; an RRE's server is the model's
+    ``rreServer`` sample (a trace server index) modulo the number of server
+    addresses, or uniform when the model has none. One generator seeded by
+    ``seed`` draws everything, app by app in the given order.
+    """
+    if not apps:
+        raise SwellError("model", "no applications to generate")
+    if not clients or not servers:
+        raise SwellError("schedule", "need at least one client and one server address")
+    rng = np.random.default_rng(seed)
+    counts: dict[str, int] = {"raised_requests": 0}
+    drawn: list[Session] = []
+    for app in apps:
+        app.check()
+        for t in _arrivals(app, duration_s, scale, rng):
+            client = clients[int(rng.integers(len(clients)))]
+            drawn.append(_draw_session(app, float(t), client, servers, rng, counts))
+    drawn.sort(key=lambda s: s.t)
+    sessions = [Session(i, s.t, s.client, s.rres) for i, s in enumerate(drawn)]
+    if not sessions:
+        raise SwellError("model", f"zero sessions drawn in {duration_s} s at scale {scale}")
+    info = {"scale": scale, "apps": [a.name for a in apps], **counts, **(meta or {})}
+    return Schedule(seed, duration_s, sessions, info)
+
+
+# ------------------------------------------------------------ reading a model
+
+MODEL_PARAMS = {  # AppSamples field -> Swing model parameter (swell.extract.sessions.APP_PARAMS)
+    "num_rre": "numRRE", "inter_rre": "interRRE", "num_conn": "numConn",
+    "inter_conn": "interConn", "num_pairs": "numPairs", "req_size": "reqSize",
+    "rsp_size": "rspSize", "req_think": "reqThink", "rre_server": "rreServer",
+}
+
+
+def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,
+                     apps: list[str] | None = None) -> tuple[list[AppSamples], float]:
+    """Per-application samples of a Swing model directory, and its rate scale.
+
+    Reads through ``swell.extract.model.load_model`` (format version check and
+    validation). An application's port is the model's ``server_port`` for it
+    (else ``base_port + index``); its transport is the model's ``transport``.
+    The rate scale is the model's ``rate_scale`` (set by the ``--scale``
+    variant, which leaves ``sessionStart`` as in the trace).
+    """
+    from swell.extract.model import load_model
+
+    model = load_model(model_dir)
+    names = [a for a in model.apps if apps is None or a in apps]
+    if apps is not None and (unknown := sorted(set(apps) - set(model.apps))):
+        raise SwellError(model_dir, f"no application(s) {', '.join(unknown)} in the model "
+                                    f"(it has {', '.join(model.apps)})")
+    out = []
+    for i, name in enumerate(names):
+        info = model.app_info(name)
+        port = info.get("server_port")
+        port = int(port) if isinstance(port, int) and 0 < port < 65536 else base_port + i
+        proto = str(info.get("transport", "udp" if name.endswith("udp") else "tcp"))
+        fields = {f: np.asarray(model.samples(name, p), dtype=float)
+                  for f, p in MODEL_PARAMS.items()}
+        out.append(AppSamples(name, proto, port, np.sort(model.samples(name, "sessionStart")),
+                              max(model.duration_s, 1e-3), **fields))
+    if not out:
+        raise SwellError(model_dir, "the model has no applications")
+    return out, float(model.meta.get("rate_scale", 1.0))

@@ -1,0 +1,271 @@
+"""The foreground web workload: Apache serving objects, httperf fetching them.
+
+As in the study (seed 004, section 3), one Apache server (Debian ``apache2``)
+sits on the foreground server's address and one httperf client fetches objects
+of a configured size back to back (one request per connection, the next
+connection as soon as the previous one closes) for the run's duration.
+
+Apache is started by swell with its own configuration file in the run's work
+directory (its own pid file, logs, mutex and runtime dir; the system's Apache
+is never touched), listening only on the foreground server's address.
+
+httperf prints aggregate statistics only, so per-request response times come
+from an exact, independent source: a packet capture at the client's
+interface. For every connection to the server port, the response time is the
+time from the client's SYN to the last payload byte the server sent, both
+stamped by the kernel at the client. httperf's own mean "connection time" is
+kept in the results and tests check that the two agree.
+
+Processes run through a ``Place`` (:mod:`swell.generators.base`: this
+namespace, a named namespace, or a topology node), so this module does not
+depend on how the namespaces were built.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swell.errors import EnvironmentProblem, SwellError
+from swell.generators.base import Place
+
+APACHE_BIN = "/usr/sbin/apache2"
+APACHE_MODULES = Path("/usr/lib/apache2/modules")
+
+
+# Processes run through a ``Place`` from :mod:`swell.generators.base` (``Local``, ``Netns`` or
+# ``Via`` a topology node); anything with ``popen(argv, **kw)`` works.
+Launcher = Place
+
+
+def check_dependencies() -> None:
+    """Raise :class:`EnvironmentProblem` when Apache or httperf is missing."""
+    if not Path(APACHE_BIN).exists():
+        raise EnvironmentProblem(APACHE_BIN, "Apache not installed (apt-get install apache2)")
+    if shutil.which("httperf") is None:
+        raise EnvironmentProblem("httperf", "not installed (apt-get install httperf)")
+
+
+def object_name(size: int) -> str:
+    return f"obj_{size}"
+
+
+def apache_config(workdir: Path, address: str, port: int) -> str:
+    """A self-contained Apache configuration confined to ``workdir``."""
+    mods = ("mpm_event", "authz_core")
+    lines = ["ServerRoot /etc/apache2"]
+    lines += [f"LoadModule {m}_module {APACHE_MODULES / f'mod_{m}.so'}" for m in mods]
+    lines += [
+        f"Listen {address}:{port}",
+        "ServerName swell-foreground",
+        "User www-data",
+        "Group www-data",
+        f"PidFile {workdir / 'apache.pid'}",
+        f"ErrorLog {workdir / 'apache-error.log'}",
+        "LogLevel warn",
+        f"Mutex file:{workdir} default",
+        f"DefaultRuntimeDir {workdir}",
+        f"DocumentRoot {workdir / 'www'}",
+        "KeepAlive Off",
+        "EnableSendfile On",
+        "MaxRequestWorkers 64",
+        f"<Directory {workdir / 'www'}>",
+        "  Require all granted",
+        "</Directory>",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def make_objects(docroot: Path, sizes: list[int], seed: int) -> None:
+    """Write one object of each size (random bytes: nothing compresses them)."""
+    docroot.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for size in sizes:
+        path = docroot / object_name(size)
+        if not path.exists() or path.stat().st_size != size:
+            path.write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+    for p in [docroot, *docroot.iterdir()]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def tcp_probe_argv(address: str, port: int) -> list[str]:
+    """A command that succeeds once ``address:port`` accepts a TCP connection."""
+    return ["bash", "-c", f"exec 3<>/dev/tcp/{address}/{port}"]
+
+
+class ApacheServer:
+    """Apache on one address, with swell's own configuration."""
+
+    def __init__(self, workdir: Path, address: str, port: int = 80) -> None:
+        self.workdir = workdir
+        self.address = address
+        self.port = port
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, launcher: Launcher, sizes: list[int], seed: int = 1) -> None:
+        check_dependencies()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir.chmod(0o755)
+        make_objects(self.workdir / "www", sizes, seed)
+        conf = self.workdir / "apache.conf"
+        conf.write_text(apache_config(self.workdir, self.address, self.port))
+        self.proc = launcher.popen(
+            [APACHE_BIN, "-f", str(conf), "-DFOREGROUND"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, launcher: Launcher, timeout: float = 10.0) -> None:
+        """Probe until the server accepts connections (never a fixed sleep)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                log = self.workdir / "apache-error.log"
+                tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
+                raise SwellError("apache2", f"exited at start: {' '.join(tail) or 'no log'}")
+            probe = launcher.popen(
+                tcp_probe_argv(self.address, self.port),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            if probe.wait() == 0:
+                return
+            time.sleep(0.02)
+        raise SwellError("apache2", f"not accepting on {self.address}:{self.port} after {timeout}s")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+@dataclass(frozen=True)
+class HttperfSummary:
+    """What httperf reports at the end (its aggregate numbers)."""
+
+    connections: int
+    replies: int
+    duration_s: float
+    conn_time_ms_avg: float
+    conn_time_ms_median: float
+    errors: int
+    raw: str
+
+
+def parse_httperf(text: str) -> HttperfSummary:
+    """Parse httperf's closing statistics."""
+
+    def grab(pattern: str, cast: type = float, default: Any = None) -> Any:
+        m = re.search(pattern, text)
+        if m is None:
+            if default is not None:
+                return default
+            raise SwellError("httperf", f"output lacks {pattern!r}")
+        return cast(m.group(1))
+
+    return HttperfSummary(
+        connections=grab(r"Total: connections (\d+)", int),
+        replies=grab(r"replies (\d+) test-duration", int),
+        duration_s=grab(r"test-duration ([\d.]+) s"),
+        conn_time_ms_avg=grab(r"Connection time \[ms\]: min [\d.]+ avg ([\d.]+)"),
+        conn_time_ms_median=grab(r"Connection time \[ms\]: .*median ([\d.]+)"),
+        errors=grab(r"Errors: total (\d+)", int),
+        raw=text,
+    )
+
+
+class Httperf:
+    """httperf fetching one object per connection, back to back."""
+
+    def __init__(self, server: str, port: int, object_bytes: int, max_conns: int = 10_000_000):
+        self.server = server
+        self.port = port
+        self.object_bytes = object_bytes
+        self.max_conns = max_conns
+        self.proc: subprocess.Popen | None = None
+
+    def argv(self) -> list[str]:
+        return [
+            "httperf", "--hog", "--server", self.server, "--port", str(self.port),
+            "--uri", "/" + object_name(self.object_bytes), "--num-conns", str(self.max_conns),
+            "--num-calls", "1", "--timeout", "60",
+        ]
+
+    def start(self, launcher: Launcher) -> None:
+        check_dependencies()
+        self.proc = launcher.popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def stop(self) -> HttperfSummary:
+        """SIGINT makes httperf print its statistics and exit."""
+        if self.proc is None:
+            raise SwellError("httperf", "not started")
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        self.proc = None
+        text = out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+        return parse_httperf(text)
+
+
+def response_times(
+    ts_ns: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    sport: np.ndarray,
+    dport: np.ndarray,
+    flags: np.ndarray,
+    payload: np.ndarray,
+    server: int,
+    port: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-connection (start, response time) in seconds from a client-side capture.
+
+    Inputs are packet columns (IPv4 addresses as integers). A connection is the
+    client's port; it starts at the client's SYN and ends at the last payload
+    byte from the server. Connections without a SYN in the capture, or that got
+    no payload back, are left out.
+    """
+    syn, ack = 0x02, 0x10
+    to_srv = (dst == server) & (dport == port)
+    from_srv = (src == server) & (sport == port)
+    rel = to_srv | from_srv
+    cport = np.where(to_srv, sport, dport)[rel].astype(np.int64)
+    ts = ts_ns[rel].astype(np.int64)
+    is_syn = (to_srv & ((flags & syn) != 0) & ((flags & ack) == 0))[rel]
+    is_data = (from_srv & (payload > 0))[rel]
+    if len(ts) == 0:
+        return np.zeros(0), np.zeros(0)
+    order = np.lexsort((ts, cport))
+    cport, ts, is_syn, is_data = cport[order], ts[order], is_syn[order], is_data[order]
+    # A new connection starts at every SYN and wherever the client port changes (a reused
+    # port gives a new SYN, so connections on the same port stay apart).
+    new = is_syn.copy()
+    new[0] = True
+    new[1:] |= cport[1:] != cport[:-1]
+    heads = np.flatnonzero(new)
+    starts = ts[heads]
+    has_syn = is_syn[heads]
+    data_ts = np.where(is_data, ts, -1)
+    ends = np.maximum.reduceat(data_ts, heads)
+    ok = has_syn & (ends > starts)
+    return starts[ok] / 1e9, (ends[ok] - starts[ok]) / 1e9

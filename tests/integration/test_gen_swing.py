@@ -1,0 +1,131 @@
+"""Swing generator end to end, in a namespace of its own (its loopback gives
+127.0.0.0/8 addresses without setup and ports nobody else uses)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from swell.errors import SwellError
+from swell.generators.base import Netns, run_generator
+from swell.generators.schedule import Conn, Rre, Schedule, Session, write_schedule
+from swell.generators.swing import SwingConfig, SwingGenerator, load_records, verify_records
+from swell.native import native_artifact
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tcp(server: str, offset: float, pairs: list[tuple[int, int, float]]) -> Conn:
+    return Conn(server, "tcp", "web-tcp", offset, tuple(pairs))
+
+
+def udp(server: str, offset: float, pairs: list[tuple[int, int, float]]) -> Conn:
+    return Conn(server, "udp", "dns-udp", offset, tuple(pairs))
+
+
+def run_swing(ns: str, sched: Schedule, tmp: Path, **kw: float) -> tuple[SwingGenerator, list]:
+    path = write_schedule(tmp / "sched.jsonl", sched)
+    gen = SwingGenerator(SwingConfig(path, tmp / "out", server=Netns(ns), client=Netns(ns),
+                                     interval_ms=100))
+    res = run_generator(gen, **kw)
+    assert res.summary["client"]["final"] is True
+    return gen, load_records(res.files["records"])
+
+
+def test_bytes_match_schedule_exactly(netns, tmp_path: Path) -> None:
+    ns = netns.add("gen")
+    s1, s2 = "127.0.2.1:7001", "127.0.2.2:7001"
+    sessions = [
+        Session(0, 0.0, "127.0.1.1", (
+            Rre(0.0, (tcp(s1, 0.0, [(100, 100_000, 0.0), (300, 3_000_000, 0.0)]),
+                      udp(s1, 0.0, [(24, 300, 0.0), (3000, 5000, 0.0)]),
+                      tcp(s2, 0.01, [(8, 0, 0.0), (8, 10, 0.0)]))),
+            Rre(0.05, (tcp(s2, 0.0, [(70_000, 1, 0.0)]),)))),
+        Session(1, 0.02, "127.0.1.2", (Rre(0.0, (udp(s2, 0.0, [(5000, 20_000, 0.0)]),)),)),
+    ] + [Session(i, 0.03 + i * 0.002, f"127.0.1.{3 + i % 50}",
+                 (Rre(0.0, (tcp(s1 if i % 2 else s2, 0.0, [(200 + i, 1000 * i, 0.0)]),)),))
+         for i in range(2, 200)]
+    gen, records = run_swing(ns, Schedule(7, 5.0, sessions), tmp_path)
+    assert verify_records(gen.sched, records) == []
+    assert len(records) == len(gen.sched.conns())
+    assert {r["proto"] for r in records} == {"tcp", "udp"}
+
+
+def test_think_times_and_gaps_are_honoured(netns, tmp_path: Path) -> None:
+    ns = netns.add("gen")
+    srv = "127.0.2.1:7002"
+    sess = Session(0, 0.0, "127.0.1.1", (
+        Rre(0.0, (tcp(srv, 0.0, [(100, 1000, 0.2), (100, 1000, 0.0)]),
+                  tcp(srv, 0.1, [(100, 1000, 0.0)]),
+                  udp(srv, 0.25, [(100, 1000, 0.1), (100, 100, 0.0)]))),
+        Rre(0.3, (tcp(srv, 0.0, [(100, 1000, 0.0)]),))))
+    gen, records = run_swing(ns, Schedule(1, 5.0, [sess]), tmp_path)
+    assert verify_records(gen.sched, records) == []
+    by = {(r["rre"], r["conn"]): r for r in records}
+    tol = 0.03
+    assert abs(by[0, 1]["start"] - by[0, 0]["start"] - 0.1) < tol  # interConn
+    assert abs(by[0, 2]["start"] - by[0, 0]["start"] - 0.25) < tol
+    assert 0.2 <= by[0, 0]["end"] - by[0, 0]["start"] < 0.2 + tol  # reqThink
+    assert 0.1 <= by[0, 2]["end"] - by[0, 2]["start"] < 0.1 + tol
+    rre0_end = max(r["end"] for k, r in by.items() if k[0] == 0)
+    assert 0.3 <= by[1, 0]["start"] - rre0_end < 0.3 + tol  # think time between RREs
+
+
+def test_sigterm_stops_cleanly_and_cuts_open_connections(netns, tmp_path: Path) -> None:
+    ns = netns.add("gen")
+    sessions = [Session(i, i * 0.01, "127.0.1.1",
+                        (Rre(0.0, (tcp("127.0.2.1:7003", 0.0, [(100, 100, 30.0), (8, 8, 0.0)]),)),))
+                for i in range(20)]
+    gen, records = run_swing(ns, Schedule(1, 60.0, sessions), tmp_path, duration_s=1.0)
+    assert all(p.popen.returncode is not None for p in gen.procs)
+    assert len(records) == 20
+    assert {r["error"] for r in records} == {"cut"}
+    assert all(r["tx"] == 100 and r["rx"] == 100 for r in records)
+
+
+def test_zero_sessions_and_unknown_fields_are_clear_errors(netns, tmp_path: Path) -> None:
+    ns = netns.add("gen")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"format":"swell-schedule","version":1,"seed":1,"sessions":0,'
+                     '"duration_s":1}\n')
+    with pytest.raises(SwellError, match="zero sessions"):
+        SwingGenerator(SwingConfig(empty, tmp_path / "o"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format":"swell-schedule","version":1,"seed":1,"sessions":1,'
+                   '"duration_s":1}\n{"id":0,"t":0,"client":"127.0.0.1","colour":1,"rres":[]}\n')
+    with pytest.raises(SwellError, match="unknown field"):
+        SwingGenerator(SwingConfig(bad, tmp_path / "o"))
+    for path, msg in ((empty, "zero sessions"), (bad, "unknown field `colour`")):
+        res = netns.run(ns, str(native_artifact("swell-gen")), "run", "--schedule", str(path),
+                        "--records", str(tmp_path / "r.jsonl"), check=False)
+        assert res.returncode == 2 and msg in res.stderr
+    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+    assert pids.strip() == ""
+
+
+def test_schedule_from_a_real_model(netns, tmp_path: Path) -> None:
+    ns = netns.add("gen")
+    model = tmp_path / "model"
+    subprocess.run([str(REPO / ".venv/bin/swell"), "extract", str(REPO / "data/pcap/example.pcap"),
+                    "-o", str(model)], check=True, capture_output=True,
+                   env={"SWELL_QUIET": "1", "PATH": "/usr/bin:/bin"})
+    model_zero = tmp_path / "model0"
+    subprocess.run([str(REPO / ".venv/bin/swell"), "model", "variant", str(model), "-o",
+                    str(model_zero), "--zero-think"], check=True, capture_output=True,
+                   env={"SWELL_QUIET": "1", "PATH": "/usr/bin:/bin"})
+    sched_path = tmp_path / "s.jsonl"
+    clients = ",".join(f"127.0.1.{i}" for i in range(1, 9))
+    servers = ",".join(f"127.0.2.{i}" for i in range(1, 5))
+    subprocess.run([str(REPO / ".venv/bin/swell"), "gen", "schedule", str(model_zero), "-o",
+                    str(sched_path), "--clients", clients, "--servers", servers, "--duration",
+                    "2", "--scale", "20", "--seed", "5"], check=True, capture_output=True)
+    gen = SwingGenerator(SwingConfig(sched_path, tmp_path / "out", server=Netns(ns),
+                                     client=Netns(ns)))
+    res = run_generator(gen, duration_s=5.0)
+    records = load_records(res.files["records"])
+    done = [r for r in records if r["ok"]]
+    assert len(done) >= 200 and {r["error"] for r in records} <= {"", "cut"}
+    assert all((r["tx"], r["rx"]) == (r["exp_tx"], r["exp_rx"]) for r in done)
+    assert {r["app"] for r in done} >= {"dns-udp"}

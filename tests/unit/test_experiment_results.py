@@ -1,0 +1,103 @@
+"""Results files, background-to-topology mapping, and the report from results alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swell.analysis.energy import energy_plot
+from swell.errors import SwellError
+from swell.experiments.backgrounds import topology_for
+from swell.experiments.report import make_report
+from swell.experiments.results import (
+    assemble_results,
+    baseline_label,
+    group_runs,
+    load_results,
+)
+from swell.experiments.schema import BackgroundSpec
+
+TOPO = {"network": "10.77.0.0/16", "bottleneck": {"rate_mbps": 20, "delay_ms": 10},
+        "clients": {"count": 40}, "servers": {"count": 10}}
+
+
+def test_topology_for_each_background_kind():
+    swing = topology_for(TOPO, BackgroundSpec(kind="swing", model="m"), Path("/m"))
+    assert swing["clients"] == {"count": 40, "model": {"path": "/m", "side": "client"}}
+    assert swing["servers"]["model"]["side"] == "server"
+    cbr = topology_for(TOPO, BackgroundSpec(kind="cbr", rate_mbps=3), None)
+    assert cbr["clients"] == {"count": 1, "access": {}}
+    none = topology_for(TOPO, BackgroundSpec(kind="none"), None)
+    assert none["clients"] == {"count": 0} and none["servers"] == {"count": 0}
+    lossy = topology_for(TOPO, BackgroundSpec(kind="fixed_loss", loss=0.01), None)
+    assert lossy["bottleneck"]["loss"] == 0.01 and lossy["clients"] == {"count": 0}
+    assert TOPO["clients"] == {"count": 40}  # the input is not changed
+    explicit = {**TOPO, "clients": {"count": 2, "access": {"delay_ms": 3}}}
+    assert topology_for(explicit, BackgroundSpec(kind="swing", model="m"), Path("/m"))[
+        "clients"] == {"count": 2, "access": {"delay_ms": 3}}
+
+
+def _run(label: str, kind: str, rep: int, rts: np.ndarray, rng: np.random.Generator) -> dict:
+    x = rng.poisson(50, 4096).astype(float)
+    d = {"bg_mean_mbps": 3.3, "all_mean_mbps": 10.0, "series_bin_s": 0.1,
+         "series_mbps": rng.uniform(2, 4, 50).tolist(), "energy": energy_plot(x, 1e-3).to_dict()}
+    return {"key": label.replace(" ", "-"), "label": label, "repetition": rep, "seed": rep,
+            "background_kind": kind, "engine": "native", "bottleneck": {"forward": d,
+            "reverse": d}, "foreground": {"response_times_s": rts.tolist()}, "captures": []}
+
+
+def _study(tmp: Path) -> Path:
+    rng = np.random.default_rng(1)
+    (tmp / "runs").mkdir()
+    write = {}
+    for label, kind, scale in (("no background", "none", 1.0), ("Poisson", "poisson", 1.5)):
+        for rep in range(2):
+            rts = rng.lognormal(np.log(0.5 * scale), 0.2, 40)
+            d = tmp / "runs" / label.replace(" ", "-") / f"rep{rep}"
+            d.mkdir(parents=True)
+            (d / "run.json").write_text(json.dumps(_run(label, kind, rep, rts, rng)))
+            write[(label, rep)] = rts
+    (tmp / "experiment.json").write_text(json.dumps({"spec": {"name": "t", "duration_s": 5,
+                                                              "warmup_s": 1, "seed": 1}}))
+    (tmp / "host.json").write_text(json.dumps({"kernel": "x", "swell_version": "0"}))
+    return tmp
+
+
+def test_assemble_and_load(tmp_path: Path):
+    study = _study(tmp_path)
+    assemble_results(study)
+    data = load_results(study)
+    groups = group_runs(data)
+    assert list(groups) == ["Poisson", "no background"] or list(groups) == [
+        "no background", "Poisson"]
+    assert all(len(v) == 2 for v in groups.values())
+    assert baseline_label(data) == "no background"
+
+
+def test_load_rejects_other_versions(tmp_path: Path):
+    p = tmp_path / "results.json"
+    p.write_text(json.dumps({"format": "swell-results", "version": 99, "runs": [{}]}))
+    with pytest.raises(SwellError, match="version 99"):
+        load_results(p)
+    p.write_text("{not json")
+    with pytest.raises(SwellError, match="not valid JSON"):
+        load_results(p)
+
+
+def test_report_from_results_alone(tmp_path: Path):
+    study = _study(tmp_path)
+    assemble_results(study)
+    page = make_report(study)
+    text = page.read_text()
+    for name in ("energy-reverse", "timeseries-reverse", "response-cdf", "slowdown"):
+        assert (page.parent / f"{name}.png").stat().st_size > 1000
+        assert (page.parent / f"{name}.svg").exists()
+    assert text.count("data:image/png;base64,") >= 4
+    assert "Poisson" in text and "no background" in text
+    # slowdown of the 1.5x-slower configuration shows in the table (median ~1.5)
+    row = next(r for r in text.split("<tr>") if r.startswith("<td>Poisson"))
+    cells = [c.split("</td>")[0] for c in row.split("<td>")[1:]]
+    assert 1.2 < float(cells[6]) < 1.8

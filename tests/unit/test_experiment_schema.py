@@ -1,0 +1,95 @@
+"""Experiment files: schema, extends, full overrides, sweeps, errors with lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from swell.errors import SwellError
+from swell.experiments.schema import derive_seed, expand_runs, load_experiment
+
+
+def write(tmp: Path, name: str, text: str) -> Path:
+    p = tmp / name
+    p.write_text(text)
+    return p
+
+
+def test_minimal_and_defaults(tmp_path):
+    exp = load_experiment(write(tmp_path, "a.yaml", "name: a\n"))
+    assert exp.name == "a" and exp.background.kind == "none" and exp.repetitions == 1
+
+
+def test_unknown_key_names_line_and_field(tmp_path):
+    p = write(tmp_path, "a.yaml", "name: a\nbackground:\n  kind: poisson\n  rate_mpbs: 3\n")
+    with pytest.raises(SwellError) as ei:
+        load_experiment(p)
+    msg = str(ei.value)
+    assert f"{p}:4" in msg and "background.rate_mpbs" in msg
+
+
+def test_bad_enum_and_semantic_check(tmp_path):
+    p = write(tmp_path, "a.yaml", "name: a\nbackground:\n  kind: swirl\n")
+    with pytest.raises(SwellError, match=r"a.yaml:3: background.kind"):
+        load_experiment(p)
+    p = write(tmp_path, "b.yaml", "name: b\nbackground: {kind: poisson}\n")
+    with pytest.raises(SwellError, match="needs rate_mbps"):
+        load_experiment(p)
+
+
+def test_yaml_syntax_error_has_line(tmp_path):
+    p = write(tmp_path, "a.yaml", "name: a\nfoo: [1, 2\nbar: 3\n")
+    with pytest.raises(SwellError, match=r"a.yaml:\d+: not valid YAML"):
+        load_experiment(p)
+
+
+def test_extends_and_full(tmp_path):
+    write(tmp_path, "base.yaml", "name: base\nduration_s: 30\nforeground: {object_bytes: 4096}\n"
+          "full:\n  duration_s: 600\n")
+    p = write(tmp_path, "child.yaml", "extends: base.yaml\nname: child\nforeground: {objects: 5}\n")
+    exp = load_experiment(p)
+    assert exp.name == "child" and exp.duration_s == 30
+    assert exp.foreground.object_bytes == 4096 and exp.foreground.objects == 5
+    assert load_experiment(p, full=True).duration_s == 600
+
+
+def test_extends_cycle_and_missing(tmp_path):
+    write(tmp_path, "x.yaml", "extends: y.yaml\nname: x\n")
+    write(tmp_path, "y.yaml", "extends: x.yaml\nname: y\n")
+    with pytest.raises(SwellError, match="cycle"):
+        load_experiment(tmp_path / "x.yaml")
+    with pytest.raises(SwellError, match="no such file"):
+        load_experiment(write(tmp_path, "z.yaml", "extends: nope.yaml\nname: z\n"))
+
+
+def test_sweep_expands_product_with_stable_seeds(tmp_path):
+    p = write(tmp_path, "s.yaml", """
+name: s
+repetitions: 2
+sweep:
+  background:
+    - {kind: none}
+    - {kind: poisson, rate_mbps: 3}
+  topology.bottleneck.capacity_mbps: [10, 20]
+""")
+    exp = load_experiment(p)
+    runs = expand_runs(exp)
+    assert len(runs) == 2 * 2 * 2
+    assert {r.spec.topology["bottleneck"]["capacity_mbps"] for r in runs} == {10, 20}
+    assert len({(r.key, r.repetition) for r in runs}) == 8
+    assert [r.seed for r in runs] == [r.seed for r in expand_runs(load_experiment(p))]
+    assert len({r.seed for r in runs}) == 8
+    assert derive_seed(1, "a", 0) != derive_seed(2, "a", 0)
+
+
+def test_sweep_point_invalid_is_reported(tmp_path):
+    p = write(tmp_path, "s.yaml", "name: s\nsweep:\n  background: [{kind: poisson}]\n")
+    with pytest.raises(SwellError, match="sweep point"):
+        expand_runs(load_experiment(p))
+
+
+def test_sweep_unknown_field(tmp_path):
+    p = write(tmp_path, "s.yaml", "name: s\nsweep:\n  durration_s: [1]\n")
+    with pytest.raises(SwellError, match="no such field"):
+        load_experiment(p)

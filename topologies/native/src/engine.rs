@@ -1,0 +1,408 @@
+//! The forwarding engine: ports, pipes, routes, the timer heap and the loop.
+//!
+//! An IPv4 frame arriving on port `in` is routed (longest prefix match on the
+//! destination) to port `out` and walks up to three pipes: the `up` pipe of its
+//! source host, the port pipe `(in, out)`, the `down` pipe of its destination
+//! host (each only if configured). A min-heap holds one entry per non-empty
+//! pipe (its head's departure time). The loop: run every due departure (moving
+//! packets to their next pipe at the scheduled time, or queueing them for
+//! transmission with MACs rewritten), flush the transmit queues, read a batch
+//! from every port, and when idle sleep on epoll with a timerfd armed a little
+//! before the next departure, spinning the last stretch for microsecond accuracy.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{json, Map, Value};
+
+use crate::config::{parse_ipv4, parse_prefix, Config};
+use crate::pcap::Capture;
+use crate::pipe::Pipe;
+use crate::port::{Port, BATCH};
+
+pub static STOP: AtomicBool = AtomicBool::new(false);
+
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn real_ns() -> i128 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+/// A frame in flight: its bytes, where it leaves, and the pipes it still crosses.
+pub struct Pkt {
+    buf: Vec<u8>,
+    out: u16,
+    path: [u32; 3],
+    n: u8,
+    next: u8,
+}
+
+const NO_PIPE: u32 = u32::MAX;
+
+pub struct Engine {
+    pub ports: Vec<Port>,
+    pipes: Vec<Pipe<Pkt>>,
+    /// (network, prefix length, port), longest prefix first
+    routes: Vec<(u32, u8, u16)>,
+    /// host IPv4 -> (up pipe, down pipe)
+    hosts: HashMap<u32, (u32, u32)>,
+    /// port_pipe[in * nports + out]
+    port_pipe: Vec<u32>,
+    /// capture index per pipe (port pipes only)
+    capture_of: HashMap<u32, usize>,
+    captures: Vec<Capture>,
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    pool: Vec<Vec<u8>>,
+    spin_ns: u64,
+    start_ns: u64,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC, refreshed with every stats record
+    real_offset: i128,
+}
+
+impl Engine {
+    pub fn new(cfg: &Config, spin_us: u64) -> Result<Engine, String> {
+        let ports = cfg.ports.iter().map(Port::open).collect::<Result<Vec<_>, _>>()?;
+        let port_idx = |name: &str| cfg.ports.iter().position(|p| p.name == name).unwrap() as u16;
+        let mut routes = Vec::new();
+        for r in &cfg.routes {
+            let (net, len) = parse_prefix(&r.prefix)?;
+            routes.push((net, len, port_idx(&r.port)));
+        }
+        routes.sort_by_key(|r| Reverse(r.1));
+        let mut pipes = Vec::new();
+        let mut hosts = HashMap::with_capacity(cfg.hosts.len());
+        for h in &cfg.hosts {
+            let ip = parse_ipv4(&h.ip)?;
+            let up = pipes.len() as u32;
+            pipes.push(Pipe::new(format!("up:{}", h.ip), &h.up, cfg.seed));
+            pipes.push(Pipe::new(format!("down:{}", h.ip), &h.down, cfg.seed));
+            if hosts.insert(ip, (up, up + 1)).is_some() {
+                return Err(format!("host {} listed twice", h.ip));
+            }
+        }
+        let np = ports.len();
+        let mut port_pipe = vec![NO_PIPE; np * np];
+        for (a, b, spec) in &cfg.port_pipes {
+            let slot = port_idx(a) as usize * np + port_idx(b) as usize;
+            port_pipe[slot] = pipes.len() as u32;
+            pipes.push(Pipe::new(format!("port:{a}>{b}"), spec, cfg.seed));
+        }
+        let offset = real_ns() - mono_ns() as i128;
+        let mut captures = Vec::new();
+        let mut capture_of = HashMap::new();
+        for (a, b, path) in &cfg.captures {
+            let pipe = port_pipe[port_idx(a) as usize * np + port_idx(b) as usize];
+            capture_of.insert(pipe, captures.len());
+            captures.push(Capture::create(path, offset)?);
+        }
+        Ok(Engine {
+            ports, pipes, routes, hosts, port_pipe, capture_of, captures,
+            heap: BinaryHeap::new(),
+            pool: Vec::new(),
+            spin_ns: spin_us * 1000,
+            start_ns: mono_ns(),
+            real_offset: offset,
+        })
+    }
+
+    fn route(&self, dst: u32) -> Option<u16> {
+        for &(net, len, port) in &self.routes {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            if dst & mask == net {
+                return Some(port);
+            }
+        }
+        None
+    }
+
+    /// Handles one received frame at time `now`.
+    fn ingress(&mut self, pi: usize, frame: Vec<u8>, now: u64) {
+        let port = &mut self.ports[pi];
+        if port.learn_peer && frame.len() >= 12 {
+            let mut src = [0u8; 6];
+            src.copy_from_slice(&frame[6..12]);
+            if src[0] & 1 == 0 {
+                port.peer_mac = Some(src);
+            }
+        }
+        let ethertype = if frame.len() >= 14 { [frame[12], frame[13]] } else { [0, 0] };
+        if ethertype == [8, 6] {
+            port.counters.rx_arp += 1;
+            if let Some(reply) = port.arp_reply(&frame) {
+                port.counters.arp_replies += 1;
+                port.txq.push(reply);
+            }
+            self.pool.push(frame);
+            return;
+        }
+        if ethertype != [8, 0] || frame.len() < 34 {
+            port.counters.rx_other += 1;
+            self.pool.push(frame);
+            return;
+        }
+        port.counters.rx_ipv4 += 1;
+        let src = u32::from_be_bytes([frame[26], frame[27], frame[28], frame[29]]);
+        let dst = u32::from_be_bytes([frame[30], frame[31], frame[32], frame[33]]);
+        let Some(out) = self.route(dst) else {
+            self.ports[pi].counters.no_route += 1;
+            self.pool.push(frame);
+            return;
+        };
+        let mut path = [NO_PIPE; 3];
+        let mut n = 0;
+        let np = self.ports.len();
+        let candidates = [
+            self.hosts.get(&src).map_or(NO_PIPE, |h| h.0),
+            self.port_pipe[pi * np + out as usize],
+            self.hosts.get(&dst).map_or(NO_PIPE, |h| h.1),
+        ];
+        for c in candidates {
+            if c != NO_PIPE {
+                path[n] = c;
+                n += 1;
+            }
+        }
+        self.advance(Pkt { buf: frame, out, path, n: n as u8, next: 0 }, now);
+    }
+
+    /// Moves a packet into its next pipe at time `t`, or to its port's transmit queue.
+    fn advance(&mut self, mut pkt: Pkt, t: u64) {
+        if pkt.next == pkt.n {
+            let port = &mut self.ports[pkt.out as usize];
+            pkt.buf[6..12].copy_from_slice(&port.mac);
+            pkt.buf[0..6].copy_from_slice(&port.peer_mac.unwrap_or([0xff; 6]));
+            port.txq.push(pkt.buf);
+            return;
+        }
+        let pi = pkt.path[pkt.next as usize];
+        pkt.next += 1;
+        // serialisation counts the IP packet (total length), as Mahimahi does
+        let len = u16::from_be_bytes([pkt.buf[16], pkt.buf[17]]).max(20) as u32;
+        match self.pipes[pi as usize].enter(t, len, pkt) {
+            Ok((depart, was_empty)) => {
+                if was_empty {
+                    self.heap.push(Reverse((depart, pi)));
+                }
+            }
+            Err((_, pkt)) => self.pool.push(pkt.buf),
+        }
+    }
+
+    /// Runs every departure due by `now`, in time order.
+    fn run_due(&mut self, now: u64) {
+        while let Some(&Reverse((t, pi))) = self.heap.peek() {
+            if t > now {
+                break;
+            }
+            self.heap.pop();
+            let pipe = &mut self.pipes[pi as usize];
+            let (depart, pkt) = pipe.pop().expect("scheduled pipe is empty");
+            if let Some(next) = pipe.head() {
+                self.heap.push(Reverse((next, pi)));
+            }
+            if let Some(&c) = self.capture_of.get(&pi) {
+                self.captures[c].write(depart, &pkt.buf);
+            }
+            self.advance(pkt, depart);
+        }
+    }
+
+    fn flush(&mut self) {
+        for port in &mut self.ports {
+            if !port.txq.is_empty() {
+                port.flush(&mut self.pool);
+            }
+        }
+        if self.pool.len() > 65536 {
+            self.pool.truncate(65536);
+        }
+    }
+
+    /// Reads one batch from every port; true if any port had frames.
+    ///
+    /// A frame enters its first pipe at the kernel's receive time (so the
+    /// engine's wake-up latency is not added to the emulated delay), mapped to
+    /// the monotonic clock and kept within the last 10 ms.
+    fn receive(&mut self, frames: &mut Vec<(Vec<u8>, i128)>) -> bool {
+        let mut any = false;
+        for pi in 0..self.ports.len() {
+            let n = self.ports[pi].recv_batch(&mut self.pool, frames);
+            if n == 0 {
+                continue;
+            }
+            any = true;
+            let now = mono_ns();
+            for (buf, stamp) in frames.drain(..) {
+                let t = (stamp - self.real_offset).clamp(now as i128 - 10_000_000, now as i128);
+                self.ingress(pi, buf, if stamp == 0 { now } else { t as u64 });
+            }
+        }
+        any
+    }
+
+    /// The main loop; returns when STOP is set.
+    pub fn run(&mut self, stats: &mut Option<StatsWriter>) -> Result<(), String> {
+        let waiter = Waiter::new(&self.ports)?;
+        let interval = stats.as_ref().map_or(u64::MAX, |s| s.interval_ns);
+        let mut next_stats = mono_ns().saturating_add(interval);
+        let mut frames = Vec::with_capacity(BATCH);
+        while !STOP.load(Ordering::Relaxed) {
+            let now = mono_ns();
+            self.run_due(now);
+            self.flush();
+            if self.receive(&mut frames) {
+                let now = mono_ns();
+                self.run_due(now);
+                self.flush();
+                continue;
+            }
+            let now = mono_ns();
+            if now >= next_stats {
+                self.real_offset = real_ns() - mono_ns() as i128;
+                if let Some(s) = stats.as_mut() {
+                    s.write(self, now, false)?;
+                }
+                next_stats = now + interval;
+            }
+            let next = self.heap.peek().map_or(u64::MAX, |r| r.0 .0).min(next_stats);
+            if next > now + self.spin_ns {
+                waiter.wait(next - self.spin_ns);
+            }
+        }
+        self.run_due(mono_ns());
+        self.flush();
+        if let Some(s) = stats.as_mut() {
+            s.write(self, mono_ns(), true)?;
+        }
+        Ok(())
+    }
+
+    fn pipe_json(&mut self, i: usize, now: u64) -> Value {
+        let p = &mut self.pipes[i];
+        let (qb, qp) = p.queue_at(now);
+        let in_flight = p.in_flight();
+        let c = &mut p.counters;
+        let v = json!({
+            "packets": c.packets, "bytes": c.bytes,
+            "drops": {"queue": c.drop_queue, "loss": c.drop_loss},
+            "drop_bytes": {"queue": c.drop_queue_bytes, "loss": c.drop_loss_bytes},
+            "queue_bytes": qb, "queue_packets": qp,
+            "peak_queue_bytes": c.peak_queue_bytes, "peak_queue_packets": c.peak_queue_packets,
+            "in_flight": in_flight,
+        });
+        c.peak_queue_bytes = qb;
+        c.peak_queue_packets = qp;
+        p.dirty = qp > 0 || in_flight > 0;
+        v
+    }
+
+    /// One stats record: every port and capture, the port pipes, and the host
+    /// pipes that changed since the last record (all of them when `full`).
+    fn stats_json(&mut self, now: u64, full: bool) -> Value {
+        let mut pipes = Map::new();
+        for i in 0..self.pipes.len() {
+            let port_pipe = self.pipes[i].name.starts_with("port:");
+            if full || port_pipe || self.pipes[i].dirty {
+                let name = self.pipes[i].name.clone();
+                pipes.insert(name, self.pipe_json(i, now));
+            }
+        }
+        let mut ports = Map::new();
+        for p in &mut self.ports {
+            p.poll_kernel_drops();
+            let c = &p.counters;
+            ports.insert(p.name.clone(), json!({
+                "rx_frames": c.rx_frames, "rx_ipv4": c.rx_ipv4, "rx_arp": c.rx_arp,
+                "rx_other": c.rx_other, "rx_truncated": c.rx_truncated,
+                "rx_csum_fixed": c.rx_csum_fixed,
+                "arp_replies": c.arp_replies, "tx_frames": c.tx_frames, "tx_errors": c.tx_errors,
+                "no_route": c.no_route, "kernel_drops": c.kernel_drops,
+                "mac": p.mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":"),
+            }));
+        }
+        let mut caps = Map::new();
+        for c in &mut self.captures {
+            c.flush();
+            caps.insert(c.path.clone(), json!({"written": c.written, "lost": c.lost,
+                                               "error": c.error}));
+        }
+        json!({"t": (now - self.start_ns) as f64 / 1e9, "final": full, "pipes": pipes,
+               "ports": ports, "captures": caps})
+    }
+}
+
+/// JSON-lines stats file.
+pub struct StatsWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    interval_ns: u64,
+}
+
+impl StatsWriter {
+    pub fn create(path: &str, interval_ms: u64) -> Result<StatsWriter, String> {
+        let f = std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?;
+        Ok(StatsWriter { out: std::io::BufWriter::new(f), interval_ns: interval_ms.max(1) * 1_000_000 })
+    }
+
+    fn write(&mut self, eng: &mut Engine, now: u64, full: bool) -> Result<(), String> {
+        let v = eng.stats_json(now, full);
+        writeln!(self.out, "{v}").and_then(|_| self.out.flush()).map_err(|e| format!("stats: {e}"))
+    }
+}
+
+/// epoll over the port sockets plus a timerfd for the next departure.
+struct Waiter {
+    ep: i32,
+    timer: i32,
+}
+
+impl Waiter {
+    fn new(ports: &[Port]) -> Result<Waiter, String> {
+        // SAFETY: plain fd syscalls on fds this process owns.
+        unsafe {
+            let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+            let timer = libc::timerfd_create(libc::CLOCK_MONOTONIC,
+                                             libc::TFD_NONBLOCK | libc::TFD_CLOEXEC);
+            if ep < 0 || timer < 0 {
+                return Err("epoll/timerfd".into());
+            }
+            for fd in ports.iter().map(|p| p.fd).chain([timer]) {
+                let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
+                libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev);
+            }
+            Ok(Waiter { ep, timer })
+        }
+    }
+
+    /// Sleeps until a port is readable, `deadline` (monotonic ns) passes, or a signal.
+    fn wait(&self, deadline: u64) {
+        // SAFETY: itimerspec/epoll_event buffers are valid for the calls.
+        unsafe {
+            let spec = libc::itimerspec {
+                it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+                it_value: libc::timespec {
+                    tv_sec: (deadline / 1_000_000_000) as i64,
+                    tv_nsec: (deadline % 1_000_000_000) as i64,
+                },
+            };
+            libc::timerfd_settime(self.timer, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut());
+            let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+            let n = libc::epoll_wait(self.ep, evs.as_mut_ptr(), 8, -1);
+            for e in evs.iter().take(n.max(0) as usize) {
+                if e.u64 == self.timer as u64 {
+                    let mut buf = [0u8; 8];
+                    libc::read(self.timer, buf.as_mut_ptr().cast(), 8);
+                }
+            }
+        }
+    }
+}

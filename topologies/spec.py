@@ -1,0 +1,252 @@
+"""The dumbbell topology spec: pure, typed, validated data (no side effects).
+
+A spec says *what* to emulate; ``addressing`` turns it into an address plan,
+``layout`` builds it with Mininet and ``engines`` shape it. Every model here
+rejects unknown keys (``extra="forbid"``), so a misspelled option is an error
+and never silently ignored, and every number is range-checked.
+
+Shape of a spec (YAML)::
+
+    network: 10.77.0.0/16          # private range holding every address
+    bottleneck:                    # client side -> server side ("forward")
+      rate_mbps: 20
+      delay_ms: 10                 # one-way
+      queue_bytes: 100000          # or queue_packets (never both)
+      reverse: {rate_mbps: 20, delay_ms: 10, queue_packets: 100}   # optional
+    clients:                       # background clients (emulated hosts)
+      count: 200
+      namespaces: 2                # multiplexed onto this many namespaces
+      access: {delay_ms: 5, rate_mbps: 10, loss: 0.001}     # or a list, one per host
+    servers:
+      count: 20
+      model: {path: models/web, side: server}               # drawn from a Swing model
+    foreground: {clients: 1, servers: 1}                    # unconstrained access links
+    capture: {enabled: true, snaplen: 128}
+    seed: 1
+
+Access links apply the same parameters in both directions (host -> network
+"up" and network -> host "down"). ``loss`` is a probability per packet and
+per direction; a float is Bernoulli loss, a mapping selects Gilbert-Elliott.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from swell.errors import SwellError
+
+PRIVATE_RANGES = tuple(
+    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+)
+MAX_HOSTS_PER_GROUP = 4096
+MAX_NAMESPACES_PER_GROUP = 64
+
+
+class StrictModel(BaseModel):
+    """Frozen, and unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Loss(StrictModel):
+    """Random loss: none, Bernoulli (``p``) or Gilbert-Elliott (two-state bursts)."""
+
+    kind: Literal["none", "bernoulli", "gilbert"] = "none"
+    p: float = Field(0.0, ge=0.0, le=1.0, description="Bernoulli drop probability")
+    p_gb: float = Field(0.0, ge=0.0, le=1.0, description="gilbert: P(good->bad) per packet")
+    p_bg: float = Field(0.0, ge=0.0, le=1.0, description="gilbert: P(bad->good) per packet")
+    loss_good: float = Field(0.0, ge=0.0, le=1.0)
+    loss_bad: float = Field(1.0, ge=0.0, le=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return {"kind": "bernoulli" if value > 0 else "none", "p": value}
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Loss:
+        if self.kind == "gilbert" and self.p_bg <= 0.0:
+            raise ValueError("gilbert loss needs p_bg > 0 (mean burst length is 1/p_bg)")
+        if self.kind == "none" and (self.p or self.p_gb):
+            raise ValueError("loss kind 'none' takes no probabilities")
+        return self
+
+    @property
+    def active(self) -> bool:
+        return self.kind != "none" and (self.p > 0 or self.kind == "gilbert")
+
+
+class LinkDir(StrictModel):
+    """One direction of a link: a serialiser with delay, a drop-tail queue and loss."""
+
+    rate_mbps: float | None = Field(None, gt=0, le=100_000, description="None = no limit")
+    delay_ms: float = Field(0.0, ge=0, le=10_000, description="one-way propagation delay")
+    queue_bytes: int | None = Field(None, ge=1500, le=1 << 30)
+    queue_packets: int | None = Field(None, ge=1, le=1_000_000)
+    loss: Loss = Loss()
+
+    @model_validator(mode="after")
+    def _one_queue_limit(self) -> LinkDir:
+        if self.queue_bytes is not None and self.queue_packets is not None:
+            raise ValueError("give queue_bytes or queue_packets, not both")
+        return self
+
+
+class Bottleneck(LinkDir):
+    """The shared link; its fields are the forward (client -> server) direction."""
+
+    rate_mbps: float = Field(..., gt=0, le=100_000)
+    reverse: LinkDir | None = Field(None, description="server -> client; default = forward")
+
+    def forward_dir(self) -> LinkDir:
+        return LinkDir(**self.model_dump(exclude={"reverse"}))
+
+    def reverse_dir(self) -> LinkDir:
+        return self.reverse if self.reverse is not None else self.forward_dir()
+
+
+class ModelDraw(StrictModel):
+    """Access links drawn (seeded) from a Swing model's network distributions."""
+
+    path: Path
+    side: Literal["client", "server"]
+    max_rate_mbps: float | None = Field(None, gt=0, description="cap drawn capacities")
+    queue_packets: int = Field(100, ge=1, le=1_000_000)
+
+
+class HostGroup(StrictModel):
+    """Background emulated hosts: many addresses multiplexed onto a few namespaces."""
+
+    count: int = Field(..., ge=0, le=MAX_HOSTS_PER_GROUP)
+    namespaces: int = Field(1, ge=1, le=MAX_NAMESPACES_PER_GROUP)
+    access: LinkDir | list[LinkDir] | None = None
+    model: ModelDraw | None = None
+
+    @model_validator(mode="after")
+    def _source(self) -> HostGroup:
+        if self.count and (self.access is None) == (self.model is None):
+            raise ValueError("give exactly one of 'access' (explicit) or 'model' (drawn)")
+        if isinstance(self.access, list) and len(self.access) != self.count:
+            raise ValueError(
+                f"'access' lists {len(self.access)} links but count is {self.count}"
+                " (give one mapping for all hosts or exactly one per host)"
+            )
+        if self.count and self.namespaces > self.count:
+            raise ValueError(f"namespaces ({self.namespaces}) exceeds count ({self.count})")
+        return self
+
+
+class Foreground(StrictModel):
+    """Foreground hosts, each in its own namespace, on unconstrained access links."""
+
+    clients: int = Field(1, ge=0, le=16)
+    servers: int = Field(1, ge=0, le=16)
+
+
+class CaptureSpec(StrictModel):
+    """Capture at the bottleneck, one pcap per direction."""
+
+    enabled: bool = True
+    snaplen: int = Field(128, ge=64, le=65535)
+
+
+class TopologySpec(StrictModel):
+    """A dumbbell: background and foreground hosts on both sides of a bottleneck."""
+
+    network: ipaddress.IPv4Network = ipaddress.IPv4Network("10.77.0.0/16")
+    bottleneck: Bottleneck
+    clients: HostGroup = HostGroup(count=0)
+    servers: HostGroup = HostGroup(count=0)
+    foreground: Foreground = Foreground()
+    capture: CaptureSpec = CaptureSpec()
+    engine: Literal["auto", "netem", "native"] = "auto"
+    seed: int = Field(1, ge=0, le=2**63 - 1)
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _strict_network(cls, value: Any) -> Any:
+        try:
+            net = ipaddress.IPv4Network(str(value), strict=True)
+        except ValueError as exc:
+            raise ValueError(f"not an IPv4 network: {exc}") from None
+        if not any(net.subnet_of(r) for r in PRIVATE_RANGES):
+            raise ValueError(f"{net} is not inside a private range (10/8, 172.16/12, 192.168/16)")
+        if net.prefixlen > 24:
+            raise ValueError(f"{net} is too small: give at least a /24")
+        return net
+
+
+_UNION_MISMATCH = {"list_type", "dict_type", "model_type", "model_attributes_type"}
+
+
+def _clean_loc(loc: tuple[Any, ...]) -> str:
+    """``a.b.0.c`` without pydantic's union-branch labels (``LinkDir``, ``list[...]``)."""
+    parts = [str(p) for p in loc]
+    keep = [
+        p for p in parts if "[" not in p and not p.startswith("function-") and not p[:1].isupper()
+    ]
+    return ".".join(keep)
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """``field.path: message`` for each problem, joined on one line.
+
+    When a value could take several shapes (one mapping or a list of them),
+    the "wrong shape" errors of the branches that do not apply are dropped if
+    a more specific error exists.
+    """
+    errors = [(_clean_loc(e["loc"]), e) for e in exc.errors()]
+    specific = [(loc, e) for loc, e in errors if e["type"] not in _UNION_MISMATCH]
+    if specific:
+        errors = specific
+    parts = []
+    for loc, err in errors:
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        line = f"{loc or '(top level)'}: {msg}"
+        if line not in parts:
+            parts.append(line)
+    return "; ".join(parts)
+
+
+def spec_from_dict(data: Any, where: str = "spec") -> TopologySpec:
+    """Validate a mapping; raise :class:`SwellError` naming ``where`` and the field."""
+    if not isinstance(data, dict):
+        raise SwellError(where, "a topology spec must be a mapping of keys to values")
+    try:
+        return TopologySpec.model_validate(data)
+    except ValidationError as exc:
+        raise SwellError(where, format_validation_error(exc)) from None
+
+
+def load_spec(path: str | Path) -> TopologySpec:
+    """Read a YAML spec. Relative model paths are resolved against its folder."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise SwellError(path, f"cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1}: " if mark is not None else ""
+        raise SwellError(path, f"{at}not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    spec = spec_from_dict(data, str(path))
+    return _resolve_model_paths(spec, path.parent)
+
+
+def _resolve_model_paths(spec: TopologySpec, base: Path) -> TopologySpec:
+    groups = {}
+    for side in ("clients", "servers"):
+        group: HostGroup = getattr(spec, side)
+        if group.model is not None and not group.model.path.is_absolute():
+            model = group.model.model_copy(update={"path": base / group.model.path})
+            groups[side] = group.model_copy(update={"model": model})
+    return spec.model_copy(update=groups) if groups else spec
