@@ -19,7 +19,7 @@ For each file, two fresh subprocesses: ``read`` (iterate the reader's chunks,
 no work) and ``extract`` (:func:`swell.extract.cli.extract_model`: reader +
 connection reconstruction + model fit, no file written). Reported: wall time,
 packets/s, the ratio extract/read (target <= 2) and each process's peak RSS
-(``ru_maxrss``), which shows memory stays bounded on a trace far larger than
+(``VmHWM``), which shows memory stays bounded on a trace far larger than
 what would fit if loaded whole.
 """
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import resource
 import subprocess
 import sys
 import time
@@ -133,16 +132,23 @@ def _one(mode: str, path: str) -> None:
         m = extract_model(path, label="bench")
         n = int(m.meta["trace"]["packets"])
     dt = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM, not ru_maxrss: the latter survives exec() and would show the parent's peak
+    hwm = [
+        ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("VmHWM:")
+    ]
+    rss = int(hwm[0].split()[1]) / 1024 if hwm else float("nan")
     print(json.dumps({"packets": n, "seconds": dt, "rss_mb": rss}))
 
 
 def _run(mode: str, path: Path, repeat: int) -> dict:
     best = None
     for _ in range(repeat):
-        r = subprocess.run([sys.executable, __file__, "--one", mode, str(path)],
-                           capture_output=True, text=True, env={"SWELL_QUIET": "1",
-                                                                 "PATH": "/usr/bin:/bin"})
+        r = subprocess.run(
+            [sys.executable, __file__, "--one", mode, str(path)],
+            capture_output=True,
+            text=True,
+            env={"SWELL_QUIET": "1", "PATH": "/usr/bin:/bin"},
+        )
         if r.returncode:
             raise SystemExit(f"{mode} {path}: {r.stderr.strip()[-500:]}")
         res = json.loads(r.stdout.strip().splitlines()[-1])
@@ -165,19 +171,28 @@ def main() -> None:
     comp = Path("/tmp/swell-bench") / f"composite-{args.packets}.pcap"
     t0 = time.perf_counter()
     build_composite(comp, args.packets)
-    print(f"composite: {comp} ({comp.stat().st_size / 1e9:.2f} GB, built or cached in "
-          f"{time.perf_counter() - t0:.0f} s)")
-    print(f"machine: {platform.processor() or platform.machine()}, python "
-          f"{platform.python_version()}; command: {' '.join(sys.argv)}\n")
-    print("| file | packets | read s | read Mpkt/s | extract s | extract Mpkt/s | "
-          "extract/read | read RSS MB | extract RSS MB |")
+    print(
+        f"composite: {comp} ({comp.stat().st_size / 1e9:.2f} GB, built or cached in "
+        f"{time.perf_counter() - t0:.0f} s)"
+    )
+    print(
+        f"machine: {platform.processor() or platform.machine()}, python "
+        f"{platform.python_version()}; command: {' '.join(sys.argv)}\n"
+    )
+    print(
+        "| file | packets | read s | read Mpkt/s | extract s | extract Mpkt/s | "
+        "extract/read | read RSS MB | extract RSS MB |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for f in [*files, comp]:
         r, e = _run("read", f, args.repeat), _run("extract", f, args.repeat)
-        print(f"| {f.name} | {r['packets']:,} | {r['seconds']:.3f} | "
-              f"{r['packets'] / r['seconds'] / 1e6:.2f} | {e['seconds']:.3f} | "
-              f"{e['packets'] / e['seconds'] / 1e6:.2f} | {e['seconds'] / r['seconds']:.2f} | "
-              f"{r['rss_mb']:.0f} | {e['rss_mb']:.0f} |", flush=True)
+        print(
+            f"| {f.name} | {r['packets']:,} | {r['seconds']:.3f} | "
+            f"{r['packets'] / r['seconds'] / 1e6:.2f} | {e['seconds']:.3f} | "
+            f"{e['packets'] / e['seconds'] / 1e6:.2f} | {e['seconds'] / r['seconds']:.2f} | "
+            f"{r['rss_mb']:.0f} | {e['rss_mb']:.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -178,7 +178,8 @@ def machine() -> str:
     return (
         f"{cpu}, {os.cpu_count()} cores (pinned to one), {platform.system()} "
         f"{platform.release()}, Python {platform.python_version()}, "
-        f"{tshark.splitlines()[0] if tshark else 'tshark ?'}; load average {load:.2f} at start"
+        f"{tshark.splitlines()[0].rstrip('.') if tshark else 'tshark ?'}; "
+        f"load average {load:.2f} at start"
     )
 
 

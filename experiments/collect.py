@@ -86,7 +86,8 @@ def direction_result(p: Packets | None, fg_ips: list[str], timing: dict[str, flo
 
 
 def foreground_result(pcap: Path | None, server_ip: str, port: int, timing: dict[str, float],
-                      summary: HttperfSummary | None) -> dict[str, Any] | None:
+                      summary: HttperfSummary | None, object_bytes: int = 1
+                      ) -> dict[str, Any] | None:
     if pcap is None:
         return None
     out: dict[str, Any] = {"response_times_s": [], "starts_s": []}
@@ -98,7 +99,7 @@ def foreground_result(pcap: Path | None, server_ip: str, port: int, timing: dict
         starts, rts = response_times(
             np.asarray(ch.ts_ns, np.int64)[ip], _v4(ch.saddr_lo[ip]), _v4(ch.daddr_lo[ip]),
             np.asarray(ch.sport)[ip], np.asarray(ch.dport)[ip], np.asarray(ch.tcp_flags)[ip],
-            np.asarray(ch.payload_len)[ip], _ip_int(server_ip), port,
+            np.asarray(ch.payload_len)[ip], _ip_int(server_ip), port, min_bytes=object_bytes,
         )
         t0 = timing.get("foreground_start", 0.0)
         if starts.size and abs(starts[0] - t0) < 3600:
@@ -132,7 +133,10 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
         path = rdir / "capture" / f"bottleneck-{d}.pcap"
         p = load_packets(path) if path.exists() and path.stat().st_size > 24 else None
         directions[d] = direction_result(p, fg_ips, timing)
-    fg = foreground_result(fg_pcap, server_ip, FG_PORT, timing, summary) if server_ip else None
+    fg = None
+    if server_ip:
+        fg = foreground_result(fg_pcap, server_ip, FG_PORT, timing, summary,
+                               plan.spec.foreground.object_bytes)
     gen_summary = None
     if gen is not None:
         gen_summary = {"name": gen.name, "summary": gen.summary}
@@ -141,6 +145,7 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
         "label": plan.label,
         "repetition": plan.repetition,
         "seed": plan.seed,
+        "point": dict(plan.point),
         "background": plan.spec.background.model_dump(),
         "background_kind": plan.spec.background.kind,
         "model": str(model) if model else None,

@@ -29,7 +29,7 @@ import numpy as np
 from swell.analysis import plots as P
 from swell.analysis.energy import EnergyPlot
 from swell.analysis.metrics import SLOWDOWN_STATS, slowdown, summary
-from swell.experiments.results import baseline_label, group_runs, load_results
+from swell.experiments.results import baseline_for, baseline_label, group_runs, load_results
 from swell.fsutil import write_text
 
 DIRECTIONS = {"reverse": "server -> client (downloads)", "forward": "client -> server"}
@@ -67,14 +67,16 @@ def _series_plot(groups: dict, out: Path, direction: str) -> list[Path]:
     return P.save(fig, out / f"timeseries-{direction}")
 
 
-def _slowdowns(groups: dict, base: str | None) -> dict[str, dict[str, tuple[float, float]]]:
-    if base is None:
-        return {}
-    base_runs = [r for r in _rts(groups[base]) if r.size]
+def _slowdowns(data: dict, groups: dict) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per configuration, slowdown against its own baseline (same sweep point)."""
     out = {}
     for label, runs in groups.items():
+        base = baseline_for(data, label)
+        if base is None or base == label:
+            continue
+        base_runs = [r for r in _rts(groups[base]) if r.size]
         rts = [r for r in _rts(runs) if r.size]
-        if label == base or not rts or not base_runs:
+        if not rts or not base_runs:
             continue
         sd = slowdown(rts, base_runs)
         out[label] = {s: (v.mean, v.std) for s, v in sd.items()}
@@ -153,10 +155,10 @@ def make_report(results: str | Path, out: str | Path | None = None) -> Path:
                           title="Foreground response times")
         figures += [(p, CAPTIONS["cdf"]) for p in P.save(fig, out / "response-cdf")
                     if p.suffix == ".png"]
-    slow = _slowdowns(groups, base)
+    slow = _slowdowns(data, groups)
     if slow:
         fig = P.plot_slowdown_bars(list(slow.items()), SLOWDOWN_STATS,
-                                   title=f"Slowdown against {base}")
+                                   title=f"Slowdown against {base or 'no background'}")
         figures += [(p, CAPTIONS["slowdown"]) for p in P.save(fig, out / "slowdown")
                     if p.suffix == ".png"]
     exp = data.get("experiment", {})

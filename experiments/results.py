@@ -85,6 +85,22 @@ def group_runs(data: dict[str, Any]) -> OrderedDict[str, list[dict[str, Any]]]:
     return groups
 
 
+def baseline_for(data: dict[str, Any], label: str) -> str | None:
+    """The baseline configuration of ``label``: the spec's ``baseline``, else the run with
+    no background at the same sweep point (same capacity, object size, ...)."""
+    wanted = (data.get("experiment") or {}).get("baseline")
+    if wanted:
+        return baseline_label(data)
+    runs = group_runs(data)
+    point = {k: v for k, v in (runs[label][0].get("point") or {}).items() if k != "background"}
+    for other, rs in runs.items():
+        r = rs[0]
+        rest = {k: v for k, v in (r.get("point") or {}).items() if k != "background"}
+        if r.get("background_kind") == "none" and rest == point:
+            return other
+    return None
+
+
 def baseline_label(data: dict[str, Any]) -> str | None:
     """The configuration slowdowns are computed against: the spec's, or no background."""
     wanted = (data.get("experiment") or {}).get("baseline")

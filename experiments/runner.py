@@ -83,8 +83,20 @@ def host_metadata() -> dict[str, Any]:
 
 
 def _set_congestion_control(topo: Any, algo: str) -> None:
+    """Set TCP congestion control in every namespace of the run (and check it took).
+
+    Outside the initial namespace the kernel only accepts algorithms listed in the
+    host's ``net.ipv4.tcp_allowed_congestion_control``; swell does not change that
+    host-wide setting, it says so instead.
+    """
     for node in topo.layout.nodes:
-        topo.run_in(node, ["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={algo}"])
+        res = topo.run_in(node, ["sysctl", "-q", "-w",
+                                 f"net.ipv4.tcp_congestion_control={algo}"], check=False)
+        if res.returncode != 0:
+            allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text()
+            raise SwellError("congestion_control", f"{algo!r} cannot be set inside a "
+                             f"namespace on this host (allowed: {allowed.strip()}); "
+                             "choose one of those")
 
 
 def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress,
@@ -126,12 +138,7 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
                 apache = ApacheServer(rdir / "apache", srv.ip, FG_PORT)
                 apache.start(bgs.place_of(topo, srv), [fg.object_bytes], plan.seed)
                 apache.wait_ready(bgs.place_of(topo, cli))
-                tcpdump = topo.popen_in(cli, [
-                    "tcpdump", "-i", "any", "-n", "-s", "96", "--immediate-mode", "-B", "16384",
-                    "--time-stamp-precision=nano", "-w", str(fg_client_pcap),
-                    f"host {srv.ip} and tcp port {FG_PORT}",
-                ], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
-                _wait_file(fg_client_pcap, 10)
+                tcpdump = _client_capture(topo, cli, srv.ip, fg_client_pcap)
             while time.monotonic() - t0 < exp.warmup_s:
                 _tick(gen, prog, time.monotonic() - t0)
             timing["foreground_start"] = time.time()
@@ -146,17 +153,19 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
                 _tick(gen, prog, time.monotonic() - t0)
             timing["end"] = time.time()
             summary = httperf.stop() if httperf is not None else None
+            if summary is not None and summary.status_other:
+                raise SwellError("httperf", f"{summary.status_other} replies were not 2xx "
+                                 f"(see {rdir / 'apache' / 'apache-error.log'})")
         finally:
             if gen is not None:
                 gen.stop()
             if apache is not None:
                 apache.stop()
-            if tcpdump is not None and tcpdump.poll() is None:
-                tcpdump.send_signal(2)
-                try:
-                    tcpdump.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    tcpdump.kill()
+            if tcpdump is not None:
+                fg_capture = tcpdump.stop()
+                if fg_capture.dropped:
+                    raise SwellError(fg_client_pcap, f"capture dropped {fg_capture.dropped} "
+                                     "packets: response times would be incomplete")
         gen_result = gen.collect(exp.warmup_s) if gen is not None else None
         engine_used = topo.engine_name
     report = topo.report
@@ -168,14 +177,19 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     )
 
 
-def _wait_file(path: Path, timeout: float) -> None:
-    """tcpdump writes the pcap header once it listens: probe for it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.stat().st_size >= 24:
-            return
-        time.sleep(0.02)
-    raise SwellError(path, "the client-side capture did not start")
+def _client_capture(topo: Any, cli: Any, server_ip: str, path: Path) -> Any:
+    """tcpdump at the foreground client (both directions, headers only), started and ready."""
+    from swell.topologies.capture import TCPDUMP_BUFFER_KIB, TcpdumpCapture
+    from swell.topologies.layout import in_ns
+
+    cap = TcpdumpCapture(topo.layout, "forward", path, 96, node=cli.node, dev="any")
+    cap.argv = in_ns(topo.layout.pid(cli.node), [
+        "tcpdump", "-i", "any", "-n", "-s", "96", "-B", str(TCPDUMP_BUFFER_KIB),
+        "--immediate-mode", "--time-stamp-precision=nano", "-w", str(path),
+        f"host {server_ip} and tcp port {FG_PORT}",
+    ])
+    cap.start()
+    return cap
 
 
 def _tick(gen: Any, prog: Progress, elapsed: float) -> None:

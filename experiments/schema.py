@@ -123,7 +123,7 @@ class Experiment(_Strict):
     warmup_s: float = Field(5.0, ge=0)
     repetitions: int = Field(1, ge=1, le=1000)
     engine: Literal["auto", "netem", "native"] = "auto"
-    congestion_control: Literal["reno", "cubic", "bbr"] = "cubic"
+    congestion_control: Literal["reno", "cubic", "bbr"] = "reno"
     topology: dict[str, Any] | str = Field(
         default_factory=dict, description="a topology spec (inline) or a path to one"
     )
@@ -164,6 +164,7 @@ class RunPlan:
     repetition: int
     seed: int
     spec: Experiment
+    point: tuple[tuple[str, str], ...] = ()  # (sweep field, value label) of this run
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -315,8 +316,10 @@ def expand_runs(exp: Experiment, where: str = "experiment") -> list[RunPlan]:
         label = " / ".join(_value_label(v) for v in combo) if combo else spec.background.display()
         key_src = "|".join(f"{k}={v!r}" for k, v in zip(keys, combo, strict=True)) or "single"
         key = _slug(label) + "-" + hashlib.sha1(key_src.encode()).hexdigest()[:6]
+        point = tuple((k, _value_label(v)) for k, v in zip(keys, combo, strict=True))
         for rep in range(exp.repetitions):
-            plans.append(RunPlan(key, label, rep, derive_seed(exp.seed, key_src, rep), spec))
+            plans.append(RunPlan(key, label, rep, derive_seed(exp.seed, key_src, rep), spec,
+                                 point))
     return plans
 
 

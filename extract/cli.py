@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,9 @@ def extract_model(
     if th.rre_gap_s <= 0 or th.session_timeout_s < th.rre_gap_s:
         raise SwellError("thresholds", "need 0 < --rre-gap <= --session-timeout")
     builder = ConnectionBuilder()
+    # the provenance hash reads the file a second time: overlap it with the extraction
+    pool = ThreadPoolExecutor(max_workers=1)
+    digest = pool.submit(file_sha256, trace) if os.path.isfile(trace) else None
     with open_trace(trace) as tr, Progress(label, total=os.path.getsize(trace), unit="B") as prog:
         for ch in tr.chunks(chunk):
             builder.add(ch)
@@ -84,7 +88,7 @@ def extract_model(
         )
     prov = {
         "source": os.path.abspath(trace),
-        "sha256": file_sha256(trace),
+        "sha256": digest.result() if digest else file_sha256(trace),
         "size_bytes": os.path.getsize(trace),
         "reader": {
             "format": info.format,

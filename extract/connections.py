@@ -11,10 +11,11 @@ request/response runs, not with the number of packets. Every per-packet step is
 a numpy operation over the chunk; Python loops run only over the SYN packets
 of a chunk and over the distinct connections of a chunk (dictionary look-ups).
 
-* Hosts and endpoints: each address gets a host id (a 64-bit hash of the
-  128-bit address, checked for collisions); an endpoint is ``host << 16 | port``.
-  A connection's canonical key puts the lower endpoint first; ``dir`` is 0 for
-  packets sent by the lower endpoint, 1 otherwise. Orientation (which side is
+* Keys and hosts: an endpoint is (64-bit hash of the 128-bit address, port);
+  a connection's key hashes both endpoints, the lower one first, and ``dir`` is
+  0 for packets sent by the lower endpoint. Only the first packet of a new
+  connection looks its addresses up in the host table (host id per address;
+  hash collisions are checked and raise). Orientation (which side is
   the client) is decided at the end: the SYN sender is the client; without a
   SYN, the SYN/ACK receiver; without either, the side whose port is *not* a
   well-known service (ties: the higher port) and the connection is marked
@@ -37,6 +38,11 @@ of a chunk and over the distinct connections of a chunk (dictionary look-ups).
   (SYN/ACK -> ACK). Without a SYN/ACK (one direction captured), the client's
   first ACK with sequence number ISN+1 is kept so that the full round trip can be used
   for the server leg (an assumption the model records).
+* One direction captured: while a connection has shown only one direction, the
+  advances of that direction's acknowledgement numbers are turned into virtual
+  data events of the other direction (timed at the acknowledging packet) in a
+  second run stream; it replaces the real-data runs for connections that stay
+  one-directional to the end (``acked_c2s``/``acked_s2c`` hold those bytes).
 * Packet pairs: consecutive data segments of one direction with the same size,
   equal to the largest size seen so far in that direction (at least
   ``PAIR_MIN_PAYLOAD`` bytes), with a positive gap, give a dispersion estimate
@@ -56,6 +62,8 @@ from typing import Any
 
 import numpy as np
 
+from swell.extract.sessions import KNOWN_PORTS as _KNOWN_PORTS
+
 TCP, UDP = 6, 17
 FIN, SYN, RST, ACK = 1, 2, 4, 16
 PAIR_MIN_PAYLOAD = 500
@@ -64,69 +72,15 @@ CAP_BINS_PER_DECADE = 40
 CAP_LOG_MIN, CAP_LOG_MAX = 4.0, 11.0
 CAP_NBINS = int((CAP_LOG_MAX - CAP_LOG_MIN) * CAP_BINS_PER_DECADE)
 _NEG = np.int64(-(1 << 62))
-
-WELL_KNOWN: dict[tuple[int, int], str] = {
-    (TCP, 20): "ftp-data",
-    (TCP, 21): "ftp",
-    (TCP, 22): "ssh",
-    (TCP, 23): "telnet",
-    (TCP, 25): "smtp",
-    (TCP, 53): "dns",
-    (UDP, 53): "dns",
-    (UDP, 67): "dhcp",
-    (UDP, 68): "dhcp",
-    (TCP, 80): "http",
-    (TCP, 110): "pop3",
-    (UDP, 123): "ntp",
-    (UDP, 137): "netbios",
-    (UDP, 138): "netbios",
-    (TCP, 139): "netbios",
-    (TCP, 143): "imap",
-    (UDP, 161): "snmp",
-    (TCP, 179): "bgp",
-    (TCP, 389): "ldap",
-    (TCP, 443): "https",
-    (UDP, 443): "quic",
-    (TCP, 445): "smb",
-    (TCP, 465): "smtps",
-    (UDP, 500): "ike",
-    (UDP, 514): "syslog",
-    (TCP, 554): "rtsp",
-    (TCP, 587): "smtp",
-    (TCP, 631): "ipp",
-    (TCP, 853): "dot",
-    (TCP, 993): "imaps",
-    (TCP, 995): "pop3s",
-    (TCP, 1194): "openvpn",
-    (UDP, 1194): "openvpn",
-    (TCP, 1433): "mssql",
-    (UDP, 1900): "ssdp",
-    (TCP, 1935): "rtmp",
-    (TCP, 3306): "mysql",
-    (TCP, 3389): "rdp",
-    (UDP, 3478): "stun",
-    (UDP, 4500): "ike",
-    (TCP, 5222): "xmpp",
-    (TCP, 5228): "gcm",
-    (UDP, 5353): "mdns",
-    (TCP, 5432): "postgres",
-    (UDP, 5355): "llmnr",
-    (TCP, 5900): "vnc",
-    (TCP, 6379): "redis",
-    (TCP, 8000): "http-alt",
-    (TCP, 8080): "http-alt",
-    (TCP, 8443): "https-alt",
-    (TCP, 9000): "http-alt",
+RUN_STATE: dict[str, Any] = {
+    "open": np.bool_,
+    "dir": np.int8,
+    "bytes": np.int64,
+    "t0": np.int64,
+    "t1": np.int64,
+    "seq": np.int64,
+    "pkts": np.int64,
 }
-_KNOWN_PORTS = np.zeros((256, 65536), dtype=bool)
-for _p, _port in WELL_KNOWN:
-    _KNOWN_PORTS[_p, _port] = True
-
-
-def app_name(proto: int, server_port: int) -> str:
-    """Application label: ``<service>-<transport>`` or ``other-<transport>``."""
-    transport = "tcp" if proto == TCP else "udp"
-    return f"{WELL_KNOWN.get((proto, server_port), 'other')}-{transport}"
 
 
 @dataclass
@@ -180,6 +134,9 @@ def addr_text(hi: int, lo: int) -> str:
     return str(ipaddress.IPv6Address((hi << 64) | lo))
 
 
+ADDR_COLS = ("saddr_hi", "saddr_lo", "daddr_hi", "daddr_lo", "sport", "dport")
+
+
 def _hash_addr(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     h = hi.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     return h ^ lo.astype(np.uint64)
@@ -194,47 +151,24 @@ class ConnectionBuilder:
         self.host_of: dict[int, int] = {}
         self.host_addr: list[tuple[int, int]] = []
         self.cur_of_key: dict[int, int] = {}
-        self.conn = GrowArrays(
-            {
-                "proto": np.uint8,
-                "ep_lo": np.int64,
-                "ep_hi": np.int64,
-                "first_ns": np.int64,
-                "last_ns": np.int64,
-                "syn_ns": np.int64,
-                "synack_ns": np.int64,
-                "ack_ns": np.int64,
-                "syn_dir": np.int8,
-                "synack_dir": np.int8,
-                "first_dir": np.int8,
-                "client_isn": np.int64,
-                "rst": np.bool_,
-                "run_open": np.bool_,
-                "run_dir": np.int8,
-                "run_bytes": np.int64,
-                "run_t0": np.int64,
-                "run_t1": np.int64,
-                "run_seq": np.int64,
-                "run_pkts": np.int64,
-            }
-        )
-        self.gdir = GrowArrays(
-            {
-                "pkts": np.int64,
-                "wire": np.int64,
-                "data_pkts": np.int64,
-                "retx": np.int64,
-                "new_bytes": np.int64,
-                "base": np.int64,
-                "has_base": np.bool_,
-                "max_end": np.int64,
-                "fin": np.bool_,
-                "max_pl": np.int64,
-                "prev_ts": np.int64,
-                "prev_pl": np.int64,
-            }
-        )
+        # fmt: off
+        i64, i8, b1 = np.int64, np.int8, np.bool_
+        self.conn = GrowArrays({
+            "proto": np.uint8, "ep_lo": i64, "ep_hi": i64, "first_ns": i64, "last_ns": i64,
+            "syn_ns": i64, "synack_ns": i64, "ack_ns": i64, "syn_dir": i8, "synack_dir": i8,
+            "first_dir": i8, "client_isn": i64, "rst": b1, "h_lo": i64, "ports": i64,
+            **{f"run_{k}": t for k, t in RUN_STATE.items()},
+            **{f"vrun_{k}": t for k, t in RUN_STATE.items()},
+        })
+        self.gdir = GrowArrays({
+            "pkts": i64, "wire": i64, "data_pkts": i64, "retx": i64, "new_bytes": i64,
+            "base": i64, "has_base": b1, "max_end": i64, "fin": b1, "max_pl": i64,
+            "prev_ts": i64, "prev_pl": i64, "ack_base": i64, "has_ack_base": b1, "max_ack": i64,
+            "ack_adv": i64,
+        })
+        # fmt: on
         self.runs: list[dict[str, np.ndarray]] = []
+        self.vruns: list[dict[str, np.ndarray]] = []
         self.run_counter = 0
         self.pair_hist: dict[int, int] = {}  # host * CAP_NBINS + bin -> count
         self.t0_ns: int | None = None
@@ -279,11 +213,11 @@ class ConnectionBuilder:
         flags: np.ndarray,
         seq: np.ndarray,
         proto: np.ndarray,
-        ep_lo: np.ndarray,
-        ep_hi: np.ndarray,
         d: np.ndarray,
-    ) -> np.ndarray:
-        """Connection id per packet, splitting on new SYNs (TCP) and idle gaps (UDP)."""
+        hosts_of: Any,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Connection id per packet (splitting on new SYNs for TCP, idle gaps for UDP), and
+        the packet order grouped by connection, file order within."""
         order = np.argsort(key, kind="stable")
         ks = key[order]
         gstart = np.ones(len(ks), dtype=bool)
@@ -341,16 +275,13 @@ class ConnectionBuilder:
             nid = new_ids
             c = self.conn
             c["proto"][nid] = proto[order][sidx]
-            c["ep_lo"][nid] = ep_lo[order][sidx]
-            c["ep_hi"][nid] = ep_hi[order][sidx]
+            first = order[sidx]
+            c["ep_lo"][nid], c["ep_hi"][nid], c["h_lo"][nid], c["ports"][nid] = hosts_of(first)
             c["first_ns"][nid] = tss[sidx]
             c["first_dir"][nid] = d[order][sidx]
         gend = np.r_[np.flatnonzero(gstart)[1:], len(ks)] - 1
-        for k, c in zip(ukeys.tolist(), cid_sorted[gend].tolist(), strict=True):
-            self.cur_of_key[k] = c
-        if np.any(self.conn["ep_lo"][cid] != ep_lo) or np.any(self.conn["ep_hi"][cid] != ep_hi):
-            raise RuntimeError("connection key hash collision")
-        return cid
+        self.cur_of_key.update(zip(ukeys.tolist(), cid_sorted[gend].tolist(), strict=True))
+        return cid, order
 
     # -- per chunk -------------------------------------------------------------------------
     def add(self, chunk: Any) -> None:
@@ -374,41 +305,58 @@ class ConnectionBuilder:
         if self.t0_ns is None:
             self.t0_ns = int(ts[0])
         proto = proto[idx]
-        src = self._host_ids(np.asarray(chunk.saddr_hi)[idx], np.asarray(chunk.saddr_lo)[idx])
-        dst = self._host_ids(np.asarray(chunk.daddr_hi)[idx], np.asarray(chunk.daddr_lo)[idx])
-        ep_s = (src << 16) | np.asarray(chunk.sport)[idx].astype(np.int64)
-        ep_d = (dst << 16) | np.asarray(chunk.dport)[idx].astype(np.int64)
-        d = (ep_s > ep_d).astype(np.int64)
-        ep_lo, ep_hi = np.minimum(ep_s, ep_d), np.maximum(ep_s, ep_d)
+        # endpoints as (address hash, port); dir 0 = sent by the endpoint with the lower pair.
+        # Host ids (a dictionary look-up) are only needed for new connections.
+        raw = {k: np.asarray(getattr(chunk, k))[idx] for k in ADDR_COLS}
+        hs = _hash_addr(raw["saddr_hi"], raw["saddr_lo"])
+        hd = _hash_addr(raw["daddr_hi"], raw["daddr_lo"])
+        sp, dp = raw["sport"].astype(np.int64), raw["dport"].astype(np.int64)
+        d = ((hs > hd) | ((hs == hd) & (sp > dp))).astype(np.int64)
+        h_lo, h_hi = np.where(d == 0, hs, hd), np.where(d == 0, hd, hs)
+        ports = np.where(d == 0, sp << 16 | dp, dp << 16 | sp)
         key = (
-            ep_lo.view(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
-            + ep_hi.view(np.uint64) * np.uint64(0x94D049BB133111EB)
+            h_lo * np.uint64(0xBF58476D1CE4E5B9)
+            + h_hi * np.uint64(0x94D049BB133111EB)
+            + ports.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
             + proto.astype(np.uint64)
         ).view(np.int64)
+
+        def hosts_of(i: np.ndarray) -> tuple[np.ndarray, ...]:
+            """Endpoints (host id << 16 | port), address hash and ports of packets ``i``."""
+            src = self._host_ids(raw["saddr_hi"][i], raw["saddr_lo"][i])
+            dst = self._host_ids(raw["daddr_hi"][i], raw["daddr_lo"][i])
+            lo = np.where(d[i] == 0, src, dst) << 16 | (ports[i] >> 16)
+            hi = np.where(d[i] == 0, dst, src) << 16 | (ports[i] & 0xFFFF)
+            return lo, hi, h_lo[i].view(np.int64), ports[i]
+
         flags = np.asarray(chunk.tcp_flags)[idx].astype(np.int64)
         flags[proto != TCP] = 0
         seq = np.asarray(chunk.seq)[idx].astype(np.int64)
-        cid = self._assign(key, ts, flags, seq, proto, ep_lo, ep_hi, d)
-        pkt = {
-            "ts": ts,
-            "cid": cid,
-            "dir": d,
-            "g": 2 * cid + d,
-            "flags": flags,
-            "seq": seq,
-            "ack": np.asarray(chunk.ack)[idx].astype(np.int64),
-            "src": src,
-            "pl": np.asarray(chunk.payload_len)[idx].astype(np.int64),
-            "iplen": np.asarray(chunk.ip_len)[idx].astype(np.int64),
-            "wire": np.asarray(chunk.wirelen)[idx].astype(np.int64),
-            "tcp": proto == TCP,
+        cid, order = self._assign(key, ts, flags, seq, proto, d, hosts_of)
+        c = self.conn
+        if np.any(c["h_lo"][cid] != h_lo.view(np.int64)) or np.any(c["ports"][cid] != ports):
+            raise RuntimeError("connection key hash collision")
+        col = {
+            k: np.asarray(getattr(chunk, k))[idx].astype(np.int64)
+            for k in ("ack", "payload_len", "ip_len", "wirelen")
         }
+        # fmt: off
+        pkt = {
+            "ts": ts, "cid": cid, "dir": d, "g": 2 * cid + d, "flags": flags, "seq": seq,
+            "ack": col["ack"], "pl": col["payload_len"], "iplen": col["ip_len"],
+            "wire": col["wirelen"], "tcp": proto == TCP,
+        }
+        # fmt: on
         self._counters(pkt)
         self._handshake(pkt)
-        order = np.argsort(pkt["g"], kind="stable")
-        new_bytes, retx = self._seqspace(pkt, order)
+        # ``order`` groups packets by connection in file order; split by direction it
+        # groups them by (connection, direction): no second sort needed
+        do = d[order]
+        gorder = np.concatenate([order[do == 0], order[do == 1]])
+        new_bytes, retx = self._seqspace(pkt, gorder)
         self._runs(pkt, order, new_bytes)
-        self._pairs(pkt, order, retx)
+        self._ack_inferred(pkt, order, gorder, new_bytes)
+        self._pairs(pkt, gorder, retx)
 
     def _counters(self, p: dict[str, np.ndarray]) -> None:
         c, gd = self.conn, self.gdir
@@ -515,21 +463,34 @@ class ConnectionBuilder:
         return new_bytes, retx
 
     def _runs(self, p: dict[str, np.ndarray], order: np.ndarray, new_bytes: np.ndarray) -> None:
-        """Cut data into same-direction runs per connection; carry the open run."""
+        """Cut the real data of every connection into same-direction runs."""
+        o = order[new_bytes[order] > 0]
+        if len(o):
+            self._cut(p["cid"][o], p["dir"][o], p["ts"][o], new_bytes[o], "run", self.runs)
+
+    def _cut(
+        self,
+        cid: np.ndarray,
+        d: np.ndarray,
+        ts: np.ndarray,
+        nb: np.ndarray,
+        pre: str,
+        sink: list[dict[str, np.ndarray]],
+    ) -> None:
+        """Runs of events grouped by connection (file order within); carry the open run.
+
+        ``pre`` names the state columns (``run`` for real data, ``vrun`` for the stream
+        with acknowledgement-inferred data); finished runs are appended to ``sink``.
+        """
         c = self.conn
-        sel = np.flatnonzero(new_bytes > 0)
-        if len(sel) == 0:
-            return
-        o = sel[np.argsort(p["cid"][sel], kind="stable")]
-        cid, d, ts, nb = p["cid"][o], p["dir"][o], p["ts"][o], new_bytes[o]
-        brk = np.ones(len(o), dtype=bool)
+        brk = np.ones(len(cid), dtype=bool)
         brk[1:] = (cid[1:] != cid[:-1]) | (d[1:] != d[:-1])
         b = np.flatnonzero(brk)
         r_cid, r_dir = cid[b], d[b]
         r_bytes = np.add.reduceat(nb, b)
-        r_pkts = np.diff(np.r_[b, len(o)])
+        r_pkts = np.diff(np.r_[b, len(cid)])
         r_t0 = ts[b]
-        r_t1 = ts[np.r_[b[1:], len(o)] - 1]
+        r_t1 = ts[np.r_[b[1:], len(cid)] - 1]
         nr = len(b)
         r_seq = self.run_counter + np.arange(nr, dtype=np.int64)
         self.run_counter += nr
@@ -539,34 +500,94 @@ class ConnectionBuilder:
         # merge first runs with the carried open run of the same direction
         fi = np.flatnonzero(cfirst)
         fc = r_cid[fi]
-        has_open = c["run_open"][fc]
-        merge = has_open & (c["run_dir"][fc] == r_dir[fi])
+        has_open = c[f"{pre}_open"][fc]
+        merge = has_open & (c[f"{pre}_dir"][fc] == r_dir[fi])
         mi, mc = fi[merge], fc[merge]
-        r_bytes[mi] += c["run_bytes"][mc]
-        r_pkts[mi] += c["run_pkts"][mc]
-        r_t0[mi] = c["run_t0"][mc]
-        r_seq[mi] = c["run_seq"][mc]
-        emit_open = fc[has_open & ~merge]
+        r_bytes[mi] += c[f"{pre}_bytes"][mc]
+        r_pkts[mi] += c[f"{pre}_pkts"][mc]
+        r_t0[mi] = c[f"{pre}_t0"][mc]
+        r_seq[mi] = c[f"{pre}_seq"][mc]
+        eo = fc[has_open & ~merge]
+        nl = ~clast
         out = {
-            "cid": np.r_[c["run_open"][emit_open] * 0 + emit_open, r_cid[~clast]],
-            "dir": np.r_[c["run_dir"][emit_open].astype(np.int64), r_dir[~clast]],
-            "bytes": np.r_[c["run_bytes"][emit_open], r_bytes[~clast]],
-            "pkts": np.r_[c["run_pkts"][emit_open], r_pkts[~clast]],
-            "t0": np.r_[c["run_t0"][emit_open], r_t0[~clast]],
-            "t1": np.r_[c["run_t1"][emit_open], r_t1[~clast]],
-            "seq": np.r_[c["run_seq"][emit_open], r_seq[~clast]],
+            "cid": np.r_[eo, r_cid[nl]],
+            "dir": np.r_[c[f"{pre}_dir"][eo].astype(np.int64), r_dir[nl]],
+            "bytes": np.r_[c[f"{pre}_bytes"][eo], r_bytes[nl]],
+            "pkts": np.r_[c[f"{pre}_pkts"][eo], r_pkts[nl]],
+            "t0": np.r_[c[f"{pre}_t0"][eo], r_t0[nl]],
+            "t1": np.r_[c[f"{pre}_t1"][eo], r_t1[nl]],
+            "seq": np.r_[c[f"{pre}_seq"][eo], r_seq[nl]],
         }
         if len(out["cid"]):
-            self.runs.append(out)
+            sink.append(out)
         li = np.flatnonzero(clast)
         lc = r_cid[li]
-        c["run_open"][lc] = True
-        c["run_dir"][lc] = r_dir[li]
-        c["run_bytes"][lc] = r_bytes[li]
-        c["run_pkts"][lc] = r_pkts[li]
-        c["run_t0"][lc] = r_t0[li]
-        c["run_t1"][lc] = r_t1[li]
-        c["run_seq"][lc] = r_seq[li]
+        c[f"{pre}_open"][lc] = True
+        c[f"{pre}_dir"][lc] = r_dir[li]
+        c[f"{pre}_bytes"][lc] = r_bytes[li]
+        c[f"{pre}_pkts"][lc] = r_pkts[li]
+        c[f"{pre}_t0"][lc] = r_t0[li]
+        c[f"{pre}_t1"][lc] = r_t1[li]
+        c[f"{pre}_seq"][lc] = r_seq[li]
+
+    def _ack_inferred(
+        self, p: dict[str, np.ndarray], order: np.ndarray, gorder: np.ndarray, new_bytes: np.ndarray
+    ) -> None:
+        """For connections seen in one direction only so far: the unseen direction's data
+        from the advance of the seen direction's acknowledgement numbers.
+
+        Each such packet contributes a virtual event of the opposite direction (bytes newly
+        acknowledged; it happened before the packet was sent) and its own real data. The
+        events go into a separate run stream (``vrun``), used at the end only for the
+        connections that stayed one-directional.
+        """
+        gd = self.gdir
+        g = p["g"]
+        one = p["tcp"] & (gd["pkts"][g ^ 1] == 0)
+        if not one.any():
+            return
+        fl = p["flags"]
+        acking = one & ((fl & (SYN | ACK)) == ACK)
+        sel = gorder[acking[gorder]]
+        vb = np.zeros(len(g), dtype=np.int64)
+        if len(sel):
+            gs = g[sel]
+            st = np.ones(len(sel), dtype=bool)
+            st[1:] = gs[1:] != gs[:-1]
+            need = np.flatnonzero(st)[~gd["has_ack_base"][gs[st]]]
+            gd["ack_base"][gs[need]] = p["ack"][sel[need]]
+            gd["has_ack_base"][gs[need]] = True
+            rel = ((p["ack"][sel] - gd["ack_base"][gs] + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+            rank = np.cumsum(st) - 1
+            off = rank << 34
+            cm = np.maximum.accumulate(off + rel + (1 << 33))
+            prev = np.empty(len(sel), dtype=np.int64)
+            prev[1:] = cm[:-1] - off[1:] - (1 << 33)
+            prev[st] = 0
+            prev = np.maximum(prev, gd["max_ack"][gs])
+            adv = np.maximum(rel - prev, 0)
+            # an advance of one is the peer's FIN, once a FIN is around: not data
+            fin_near = ((fl[sel] & FIN) != 0) | gd["fin"][gs]
+            adv[(adv == 1) & fin_near] = 0
+            last = np.r_[np.flatnonzero(st)[1:], len(sel)] - 1
+            top = (cm - off)[last] - (1 << 33)
+            gd["max_ack"][gs[last]] = np.maximum(gd["max_ack"][gs[last]], top)
+            np.add.at(gd["ack_adv"], gs, adv)
+            vb[sel] = adv
+        o = order[one[order] & ((vb[order] > 0) | (new_bytes[order] > 0))]
+        if len(o) == 0:
+            return
+        # per packet: the virtual (acknowledged) event first, then the packet's own data
+        rv, rr = o[vb[o] > 0], o[new_bytes[o] > 0]
+        rank = np.empty(len(g), dtype=np.int64)
+        rank[o] = np.arange(len(o))
+        key = np.r_[2 * rank[rv], 2 * rank[rr] + 1]
+        e = np.argsort(key, kind="stable")
+        cid = np.r_[p["cid"][rv], p["cid"][rr]][e]
+        d = np.r_[1 - p["dir"][rv], p["dir"][rr]][e]
+        ts = np.r_[p["ts"][rv], p["ts"][rr]][e]
+        nb = np.r_[vb[rv], new_bytes[rr]][e]
+        self._cut(cid, d, ts, nb, "vrun", self.vruns)
 
     def _pairs(self, p: dict[str, np.ndarray], order: np.ndarray, retx: np.ndarray) -> None:
         """Packet-pair dispersion of back-to-back full-size segments into the histogram."""
@@ -596,10 +617,14 @@ class ConnectionBuilder:
         gd["prev_pl"][g[last]] = pl[last]
         if not ok.any():
             return
-        bps = p["iplen"][sel][ok] * 8e9 / gap[ok]
+        bps = p["iplen"][sel[ok]] * 8e9 / gap[ok]
         b = ((np.log10(bps) - CAP_LOG_MIN) * CAP_BINS_PER_DECADE).astype(np.int64)
         b = np.clip(b, 0, CAP_NBINS - 1)
-        codes, counts = np.unique(p["src"][sel][ok] * CAP_NBINS + b, return_counts=True)
+        so = sel[ok]
+        ep = np.where(
+            p["dir"][so] == 0, self.conn["ep_lo"][p["cid"][so]], self.conn["ep_hi"][p["cid"][so]]
+        )
+        codes, counts = np.unique((ep >> 16) * CAP_NBINS + b, return_counts=True)
         for k, v in zip(codes.tolist(), counts.tolist(), strict=True):
             self.pair_hist[k] = self.pair_hist.get(k, 0) + v
 
@@ -632,20 +657,25 @@ def _client_dir(b: ConnectionBuilder) -> tuple[np.ndarray, np.ndarray]:
     return cdir, inferred
 
 
-def _all_runs(b: ConnectionBuilder) -> dict[str, np.ndarray]:
+def _stream(
+    b: ConnectionBuilder, pre: str, done: list[dict[str, np.ndarray]], keep: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Finished runs of one stream plus its still-open runs, for connections in ``keep``."""
     c = b.conn
-    op = np.flatnonzero(c.view("run_open"))
-    last = {
-        "cid": op,
-        "dir": c["run_dir"][op].astype(np.int64),
-        "bytes": c["run_bytes"][op],
-        "pkts": c["run_pkts"][op],
-        "t0": c["run_t0"][op],
-        "t1": c["run_t1"][op],
-        "seq": c["run_seq"][op],
-    }
-    parts = [*b.runs, last]
-    runs = {k: np.concatenate([r[k] for r in parts]) for k in last}
+    op = np.flatnonzero(c.view(f"{pre}_open"))
+    last = {"cid": op, "dir": c[f"{pre}_dir"][op].astype(np.int64)}
+    for k in ("bytes", "pkts", "t0", "t1", "seq"):
+        last[k] = c[f"{pre}_{k}"][op]
+    runs = {k: np.concatenate([r[k] for r in [*done, last]]) for k in last}
+    m = keep[runs["cid"]]
+    return {k: v[m] for k, v in runs.items()}
+
+
+def _all_runs(b: ConnectionBuilder, one_way: np.ndarray) -> dict[str, np.ndarray]:
+    """Real-data runs, except acknowledgement-inferred ones for one-directional connections."""
+    a = _stream(b, "run", b.runs, ~one_way)
+    v = _stream(b, "vrun", b.vruns, one_way)
+    runs = {k: np.concatenate([a[k], v[k]]) for k in a}
     o = np.lexsort((runs["seq"], runs["cid"]))
     return {k: v[o] for k, v in runs.items()}
 
@@ -713,30 +743,27 @@ def _finish_table(b: ConnectionBuilder) -> ConnTable:
     fin_c, fin_s = gd["fin"][gc], gd["fin"][gs]
     closed = c.view("rst") | (fin_c & fin_s)
     is_tcp = proto == TCP
+    # fmt: off
     cols = {
-        "proto": proto,
-        "client": ep_c >> 16,
-        "server": ep_s >> 16,
-        "cport": ep_c & 0xFFFF,
-        "sport": ep_s & 0xFFFF,
-        "start": tsec(c.view("first_ns")),
-        "end": tsec(c.view("last_ns")),
-        "client_inferred": inferred,
-        "open_at_start": is_tcp & (syn < 0),
-        "open_at_end": is_tcp & ~closed,
-        "rst": c.view("rst").copy(),
-        "fin_c2s": fin_c,
-        "fin_s2c": fin_s,
-        "server_leg": server_leg,
-        "client_leg": client_leg,
+        "proto": proto, "client": ep_c >> 16, "server": ep_s >> 16, "cport": ep_c & 0xFFFF,
+        "sport": ep_s & 0xFFFF, "start": tsec(c.view("first_ns")), "end": tsec(c.view("last_ns")),
+        "client_inferred": inferred, "open_at_start": is_tcp & (syn < 0),
+        "open_at_end": is_tcp & ~closed, "rst": c.view("rst").copy(), "fin_c2s": fin_c,
+        "fin_s2c": fin_s, "server_leg": server_leg, "client_leg": client_leg,
         "one_sided_rtt": one_sided,
     }
+    # fmt: on
     for name in ("pkts", "wire", "data_pkts", "retx", "new_bytes"):
         cols[f"{name}_c2s"] = gd[name][gc]
         cols[f"{name}_s2c"] = gd[name][gs]
-    cols["one_way"] = (cols["pkts_c2s"] == 0) | (cols["pkts_s2c"] == 0)
+    one_way = (cols["pkts_c2s"] == 0) | (cols["pkts_s2c"] == 0)
+    cols["one_way"] = one_way
+    # the unseen direction of a one-directional TCP connection: bytes it acknowledged
+    cols["acked_c2s"] = np.where(one_way & is_tcp, gd["ack_adv"][gs], 0)
+    cols["acked_s2c"] = np.where(one_way & is_tcp, gd["ack_adv"][gc], 0)
     cols["lower_bound"] = (cols["open_at_start"] | cols["open_at_end"]) & is_tcp
-    runs = _all_runs(b)
+    runs = _all_runs(b, one_way & is_tcp)
+    b.runs, b.vruns = [], []  # concatenated: free the per-chunk pieces
     pairs = _pairs_from_runs(runs, cdir, t0)
     cols["num_pairs"] = np.bincount(pairs["conn"], minlength=n).astype(np.int64)
     hosts = [addr_text(hi, lo) for hi, lo in b.host_addr]
@@ -748,12 +775,3 @@ def _finish_table(b: ConnectionBuilder) -> ConnTable:
         "udp": int((proto == UDP).sum()),
     }
     return ConnTable(t0_ns=t0, hosts=hosts, cols=cols, pairs=pairs, stats=stats)
-
-
-def app_labels(table: ConnTable) -> np.ndarray:
-    """Application label per connection (see :func:`app_name`)."""
-    proto, sport = table.cols["proto"], table.cols["sport"]
-    codes = proto * 65536 + sport
-    uc, inv = np.unique(codes, return_inverse=True)
-    names = np.array([app_name(int(k) // 65536, int(k) % 65536) for k in uc], dtype=object)
-    return names[inv] if len(uc) else np.array([], dtype=object)

@@ -130,17 +130,17 @@ def _trace_notes(table: ConnTable) -> tuple[list[str], list[str]]:
     if n == 0:
         return ["everything: no TCP or UDP traffic in the trace"], []
     one_way = int(c["one_way"].sum())
+    how = (
+        "TCP: the unseen direction's sizes inferred from the seen direction's "
+        "acknowledgement numbers, timed at the acknowledging packet; UDP: 0 bytes"
+    )
     if one_way == n:
         missing.append(
-            "responses (rspSize) and request/response structure of the unseen "
-            "direction: only one direction of every connection was captured"
+            "packets of the second direction: only one direction of every connection was captured"
         )
-        assumed.append("rspSize = 0 for one-directional connections (lower bound)")
+        assumed.append(how)
     elif one_way:
-        assumed.append(
-            f"{one_way} of {n} connections one-directional: their unseen "
-            "direction counts 0 bytes (lower bound)"
-        )
+        assumed.append(f"{one_way} of {n} connections one-directional; {how}")
     tcp = c["proto"] == 6
     if tcp.any() and np.isnan(c["server_leg"][tcp]).all():
         missing.append("handshake RTT legs from SYN -> SYN/ACK: no complete handshake seen")

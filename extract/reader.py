@@ -22,8 +22,10 @@ Timestamps are left as recorded.
 Warning reasons (``tr.warnings`` keys; only those that occurred):
 
 - packets not returned: ``truncated_last_record`` (file ends inside a
-  record), ``corrupt_record`` (impossible record length; a classic pcap stops
-  there, the unread rest shows as ``size - offset``), ``bad_interface_id``
+  record), ``corrupt_record`` (impossible record length: pcapng skips the
+  block; classic pcap resumes at the next offset within 1 MiB where two
+  consecutive record headers look valid, counting ``resync_skipped_bytes``,
+  or stops, leaving ``size - offset`` bytes unread), ``bad_interface_id``
   (pcapng packet naming an interface that was never described);
 - file structure: ``truncated_block``, ``corrupt_block`` (pcapng framing),
   ``no_timestamp`` (pcapng simple packet block: previous timestamp used);

@@ -1,4 +1,8 @@
-"""RREs and sessions: the user and application layers of the Swing model.
+"""Applications, RREs and sessions: the application and user layers of the Swing model.
+
+Applications: a connection's application is its transport plus server port,
+named from the ``WELL_KNOWN`` table (``http-tcp``, ``dns-udp``, ...) or
+``other-tcp`` / ``other-udp``.
 
 Input is a finished :class:`~swell.extract.connections.ConnTable`. Per client
 host and application, connections are sorted by start time and grouped:
@@ -33,11 +37,51 @@ silent for a minute is treated as a new user). Both are swell's choices;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from swell.extract.connections import ConnTable, app_labels
+if TYPE_CHECKING:  # connections imports this module (for the port table)
+    from swell.extract.connections import ConnTable
+
+TCP, UDP = 6, 17
+
+# fmt: off
+WELL_KNOWN: dict[tuple[int, int], str] = {
+    (TCP, 20): "ftp-data", (TCP, 21): "ftp", (TCP, 22): "ssh", (TCP, 23): "telnet",
+    (TCP, 25): "smtp", (TCP, 53): "dns", (UDP, 53): "dns", (UDP, 67): "dhcp", (UDP, 68): "dhcp",
+    (TCP, 80): "http", (TCP, 110): "pop3", (UDP, 123): "ntp", (UDP, 137): "netbios",
+    (UDP, 138): "netbios", (TCP, 139): "netbios", (TCP, 143): "imap", (UDP, 161): "snmp",
+    (TCP, 179): "bgp", (TCP, 389): "ldap", (TCP, 443): "https", (UDP, 443): "quic",
+    (TCP, 445): "smb", (TCP, 465): "smtps", (UDP, 500): "ike", (UDP, 514): "syslog",
+    (TCP, 554): "rtsp", (TCP, 587): "smtp", (TCP, 631): "ipp", (TCP, 853): "dot",
+    (TCP, 993): "imaps", (TCP, 995): "pop3s", (TCP, 1194): "openvpn", (UDP, 1194): "openvpn",
+    (TCP, 1433): "mssql", (UDP, 1900): "ssdp", (TCP, 1935): "rtmp", (TCP, 3306): "mysql",
+    (TCP, 3389): "rdp", (UDP, 3478): "stun", (UDP, 4500): "ike", (TCP, 5222): "xmpp",
+    (TCP, 5228): "gcm", (UDP, 5353): "mdns", (TCP, 5432): "postgres", (UDP, 5355): "llmnr",
+    (TCP, 5900): "vnc", (TCP, 6379): "redis", (TCP, 8000): "http-alt", (TCP, 8080): "http-alt",
+    (TCP, 8443): "https-alt", (TCP, 9000): "http-alt",
+}
+# fmt: on
+KNOWN_PORTS = np.zeros((256, 65536), dtype=bool)
+for _p, _port in WELL_KNOWN:
+    KNOWN_PORTS[_p, _port] = True
+
+
+def app_name(proto: int, server_port: int) -> str:
+    """Application label: ``<service>-<transport>`` or ``other-<transport>``."""
+    transport = "tcp" if proto == TCP else "udp"
+    return f"{WELL_KNOWN.get((proto, server_port), 'other')}-{transport}"
+
+
+def app_labels(table: ConnTable) -> np.ndarray:
+    """Application label per connection (see :func:`app_name`)."""
+    proto, sport = table.cols["proto"], table.cols["sport"]
+    codes = proto * 65536 + sport
+    uc, inv = np.unique(codes, return_inverse=True)
+    names = np.array([app_name(int(k) // 65536, int(k) % 65536) for k in uc], dtype=object)
+    return names[inv] if len(uc) else np.array([], dtype=object)
+
 
 DEFAULT_RRE_GAP_S = 1.0
 DEFAULT_SESSION_TIMEOUT_S = 60.0
@@ -89,14 +133,15 @@ def group(table: ConnTable, apps: np.ndarray, th: Thresholds) -> Grouping:
     gkey = np.asarray(app_code)[order].astype(np.int64) * (1 << 40) + c["client"][order]
     first = np.ones(n, dtype=bool)
     first[1:] = gkey[1:] != gkey[:-1]
-    # running max of end within each (app, client) group, exclusive of the current row
+    # running max of end within each (app, client) group, exclusive of the current row;
+    # done exactly on integer ranks of the end times (offset per group, then mapped back)
     grank = np.cumsum(first) - 1
-    span = float(np.nanmax(e) - np.nanmin(s) + 1.0) if n else 1.0
-    shifted = grank * (span * 4.0) + (e - (np.nanmin(s) if n else 0.0))
-    cm = np.maximum.accumulate(shifted) if n else shifted
-    prev_end = np.empty(n)
+    uend, erank = np.unique(e, return_inverse=True)
+    cm = np.maximum.accumulate(grank * (len(uend) + 1) + erank) if n else grank
+    prev_end = np.full(n, np.nan)
     if n:
-        prev_end[1:] = cm[:-1] - grank[1:] * (span * 4.0) + np.nanmin(s)
+        idx = cm[:-1] - grank[1:] * (len(uend) + 1)  # negative at a group's first row
+        prev_end[1:][idx >= 0] = uend[idx[idx >= 0]]
     prev_end[first] = np.nan
     gap = s - prev_end
     new_rre = first | (gap > th.rre_gap_s)
@@ -167,8 +212,8 @@ def _summary(
         "lower_bound_connections": int(c["lower_bound"][rows].sum()),
         "client_inferred_connections": int(c["client_inferred"][rows].sum()),
         "one_way_connections": int(c["one_way"][rows].sum()),
-        "bytes_c2s": int(c["new_bytes_c2s"][rows].sum()),
-        "bytes_s2c": int(c["new_bytes_s2c"][rows].sum()),
+        "bytes_c2s": int(c["new_bytes_c2s"][rows].sum() + c["acked_c2s"][rows].sum()),
+        "bytes_s2c": int(c["new_bytes_s2c"][rows].sum() + c["acked_s2c"][rows].sum()),
         "wire_bytes_c2s": int(c["wire_c2s"][rows].sum()),
         "wire_bytes_s2c": int(c["wire_s2c"][rows].sum()),
         "clients": int(len(np.unique(c["client"][rows]))),

@@ -27,6 +27,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ from swell.generators.base import Place
 
 APACHE_BIN = "/usr/sbin/apache2"
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
+RECV_BUFFER = 4 << 20
+SEND_BUFFER = 64 << 10
 
 
 # Processes run through a ``Place`` from :mod:`swell.generators.base` (``Local``, ``Netns`` or
@@ -58,8 +61,9 @@ def object_name(size: int) -> str:
     return f"obj_{size}"
 
 
-def apache_config(workdir: Path, address: str, port: int) -> str:
-    """A self-contained Apache configuration confined to ``workdir``."""
+def apache_config(workdir: Path, address: str, port: int, docroot: Path | None = None) -> str:
+    """A self-contained Apache configuration confined to ``workdir`` (and ``docroot``)."""
+    docroot = docroot or workdir / "www"
     mods = ("mpm_event", "authz_core")
     lines = ["ServerRoot /etc/apache2"]
     lines += [f"LoadModule {m}_module {APACHE_MODULES / f'mod_{m}.so'}" for m in mods]
@@ -73,11 +77,11 @@ def apache_config(workdir: Path, address: str, port: int) -> str:
         "LogLevel warn",
         f"Mutex file:{workdir} default",
         f"DefaultRuntimeDir {workdir}",
-        f"DocumentRoot {workdir / 'www'}",
+        f"DocumentRoot {docroot}",
         "KeepAlive Off",
         "EnableSendfile On",
         "MaxRequestWorkers 64",
-        f"<Directory {workdir / 'www'}>",
+        f"<Directory {docroot}>",
         "  Require all granted",
         "</Directory>",
     ]
@@ -109,14 +113,22 @@ class ApacheServer:
         self.address = address
         self.port = port
         self.proc: subprocess.Popen | None = None
+        self.docroot: Path | None = None
 
     def start(self, launcher: Launcher, sizes: list[int], seed: int = 1) -> None:
+        """Write the objects and the configuration, start Apache in the foreground.
+
+        Apache's workers run as www-data, which may not traverse the run directory
+        (e.g. under a 0700 folder), so the objects live in their own world-readable
+        temporary folder, removed by :meth:`stop`.
+        """
         check_dependencies()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.workdir.chmod(0o755)
-        make_objects(self.workdir / "www", sizes, seed)
+        self.docroot = Path(tempfile.mkdtemp(prefix="swell-www-"))
+        self.docroot.chmod(0o755)
+        make_objects(self.docroot, sizes, seed)
         conf = self.workdir / "apache.conf"
-        conf.write_text(apache_config(self.workdir, self.address, self.port))
+        conf.write_text(apache_config(self.workdir, self.address, self.port, self.docroot))
         self.proc = launcher.popen(
             [APACHE_BIN, "-f", str(conf), "-DFOREGROUND"],
             stdout=subprocess.DEVNULL,
@@ -143,6 +155,9 @@ class ApacheServer:
         raise SwellError("apache2", f"not accepting on {self.address}:{self.port} after {timeout}s")
 
     def stop(self) -> None:
+        if self.docroot is not None:
+            shutil.rmtree(self.docroot, ignore_errors=True)
+            self.docroot = None
         if self.proc is None:
             return
         if self.proc.poll() is None:
@@ -165,6 +180,8 @@ class HttperfSummary:
     conn_time_ms_avg: float
     conn_time_ms_median: float
     errors: int
+    status_2xx: int
+    status_other: int
     raw: str
 
 
@@ -186,6 +203,8 @@ def parse_httperf(text: str) -> HttperfSummary:
         conn_time_ms_avg=grab(r"Connection time \[ms\]: min [\d.]+ avg ([\d.]+)"),
         conn_time_ms_median=grab(r"Connection time \[ms\]: .*median ([\d.]+)"),
         errors=grab(r"Errors: total (\d+)", int),
+        status_2xx=grab(r"2xx=(\d+)", int, 0),
+        status_other=sum(int(n) for n in re.findall(r"[1345]xx=(\d+)", text)),
         raw=text,
     )
 
@@ -205,6 +224,9 @@ class Httperf:
             "httperf", "--hog", "--server", self.server, "--port", str(self.port),
             "--uri", "/" + object_name(self.object_bytes), "--num-conns", str(self.max_conns),
             "--num-calls", "1", "--timeout", "60",
+            # httperf's default 16 KB receive buffer caps a download at 16 KB per round
+            # trip (6.5 Mbit/s at 20 ms); ask for more (the kernel caps it at rmem_max).
+            "--recv-buffer", str(RECV_BUFFER), "--send-buffer", str(SEND_BUFFER),
         ]
 
     def start(self, launcher: Launcher) -> None:
@@ -237,15 +259,19 @@ def response_times(
     payload: np.ndarray,
     server: int,
     port: int,
+    min_bytes: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-connection (start, response time) in seconds from a client-side capture.
 
     Inputs are packet columns (IPv4 addresses as integers). A connection is the
     client's port; it starts at the client's SYN and ends at the last payload
-    byte from the server. Connections without a SYN in the capture, or that got
-    no payload back, are left out.
+    byte from the server. Only complete exchanges count: connections without a
+    SYN in the capture, without payload back, or that the server did not close
+    (FIN; the server closes after each response) or that carried fewer than
+    ``min_bytes`` of payload back are left out, so a transfer cut short at the
+    end of the run, or an error page, never enters the results.
     """
-    syn, ack = 0x02, 0x10
+    fin, syn, ack = 0x01, 0x02, 0x10
     to_srv = (dst == server) & (dport == port)
     from_srv = (src == server) & (sport == port)
     rel = to_srv | from_srv
@@ -253,10 +279,13 @@ def response_times(
     ts = ts_ns[rel].astype(np.int64)
     is_syn = (to_srv & ((flags & syn) != 0) & ((flags & ack) == 0))[rel]
     is_data = (from_srv & (payload > 0))[rel]
+    got = np.where(from_srv, payload, 0)[rel].astype(np.int64)
+    is_fin = (from_srv & ((flags & fin) != 0))[rel]
     if len(ts) == 0:
         return np.zeros(0), np.zeros(0)
     order = np.lexsort((ts, cport))
-    cport, ts, is_syn, is_data = cport[order], ts[order], is_syn[order], is_data[order]
+    cport, ts, is_syn = cport[order], ts[order], is_syn[order]
+    is_data, is_fin, got = is_data[order], is_fin[order], got[order]
     # A new connection starts at every SYN and wherever the client port changes (a reused
     # port gives a new SYN, so connections on the same port stay apart).
     new = is_syn.copy()
@@ -267,5 +296,7 @@ def response_times(
     has_syn = is_syn[heads]
     data_ts = np.where(is_data, ts, -1)
     ends = np.maximum.reduceat(data_ts, heads)
-    ok = has_syn & (ends > starts)
+    closed = np.maximum.reduceat(is_fin.astype(np.int8), heads) > 0
+    nbytes = np.add.reduceat(got, heads)
+    ok = has_syn & closed & (ends > starts) & (nbytes >= min_bytes)
     return starts[ok] / 1e9, (ends[ok] - starts[ok]) / 1e9

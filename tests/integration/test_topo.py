@@ -336,8 +336,8 @@ def iperf3_goodput_mbps(topo, client, server, seconds: float = 2.0) -> float:
     """TCP goodput client -> server measured by iperf3 (server readiness probed, no sleep)."""
     import json
 
-    srv = topo.popen_in(server, ["iperf3", "-s", "-1", "-B", server.ip, "-p", "5301"],
-                        stdout=subprocess.PIPE, text=True)
+    argv = ["iperf3", "-s", "-1", "--forceflush", "-B", server.ip, "-p", "5301"]
+    srv = topo.popen_in(server, argv, stdout=subprocess.PIPE, text=True)
     while "listening" not in (line := srv.stdout.readline()):
         assert line, "iperf3 server exited"
     out = topo.run_in(client, ["iperf3", "-c", server.ip, "-B", client.ip, "-p", "5301",

@@ -101,3 +101,35 @@ def test_report_from_results_alone(tmp_path: Path):
     row = next(r for r in text.split("<tr>") if r.startswith("<td>Poisson"))
     cells = [c.split("</td>")[0] for c in row.split("<td>")[1:]]
     assert 1.2 < float(cells[6]) < 1.8
+
+
+def test_baseline_is_the_no_background_run_at_the_same_sweep_point():
+    def run(label, kind, cap):
+        return {"label": label, "background_kind": kind, "key": label, "repetition": 0,
+                "point": {"topology.bottleneck.rate_mbps": cap, "background": kind}}
+
+    data = {"experiment": {}, "runs": [run("5 / NBG", "none", "5"), run("5 / P", "poisson", "5"),
+                                       run("20 / NBG", "none", "20"),
+                                       run("20 / P", "poisson", "20")]}
+    from swell.experiments.results import baseline_for
+
+    assert baseline_for(data, "5 / P") == "5 / NBG"
+    assert baseline_for(data, "20 / P") == "20 / NBG"
+    data["experiment"]["baseline"] = "20 / NBG"
+    assert baseline_for(data, "5 / P") == "20 / NBG"
+
+
+def test_every_experiment_file_validates():
+    from swell.experiments.schema import expand_runs, load_experiment
+
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    files = sorted(root.glob("*.yaml")) + sorted((root / "paper").glob("*.yaml"))
+    assert len(files) >= 9
+    for f in files:
+        for full in (False, True):
+            runs = expand_runs(load_experiment(f, full=full), str(f))
+            assert runs, f
+            for r in runs:
+                for p in (r.spec.background.trace, r.spec.background.model):
+                    if p:
+                        assert (f.parent / p).exists(), (f, p)

@@ -241,4 +241,33 @@ def test_one_direction_only(crafted: tuple[Path, dict], tmp_path: Path) -> None:
     # full round trip SYN -> ACK seen at the monitor, halved into the server delay
     d = m.net("server", "delay_s", measured_only=True)
     assert len(d) == 1 and 0.025 <= d[0] <= 0.0326
-    assert (m.samples("http-tcp", "rspSize") == 0).all()
+    # the unseen responses come back from the client's acknowledgement numbers
+    assert sorted(set(m.samples("http-tcp", "rspSize"))) == sorted(x for _, x in PAIRS)
+    assert sorted(set(m.samples("http-tcp", "reqSize"))) == sorted(r for r, _ in PAIRS)
+    assert (m.samples("http-tcp", "numPairs") == 3).all()
+
+
+def test_udp_flows_idle_split_and_pairs(tmp_path: Path) -> None:
+    from scapy.layers.inet import UDP
+
+    pkts = []
+    t = 1_600_000_000.0
+    for start in (0.0, 1.0, 2.0, 200.0):  # three queries, 198 s of silence, one more
+        for src, dst, sport, dport, size, dt in (
+            ("10.0.0.9", "10.0.1.53", 5353 + 1, 53, 40, 0.0),
+            ("10.0.1.53", "10.0.0.9", 53, 5354, 120, 0.03),
+        ):
+            p = Ether() / IP(src=src, dst=dst) / UDP(sport=sport, dport=dport) / (b"q" * size)
+            p.time = t + start + dt
+            pkts.append(p)
+    path = tmp_path / "dns.pcap"
+    wrpcap(str(path), pkts)
+    tab = _table(path)
+    assert len(tab) == 2 and (tab.cols["proto"] == 17).all()
+    assert sorted(tab.cols["num_pairs"].tolist()) == [1, 3]
+    assert set(tab.pairs["req_size"].tolist()) == {40} and set(tab.pairs["rsp_size"].tolist()) == {
+        120
+    }
+    assert (tab.cols["sport"] == 53).all() and tab.hosts[tab.cols["client"][0]] == "10.0.0.9"
+    m = extract_model(path)
+    assert m.apps == ["dns-udp"] and m.app_info("dns-udp")["bytes_s2c"] == 4 * 120

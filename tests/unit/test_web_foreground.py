@@ -45,21 +45,26 @@ def test_make_objects_sizes_and_determinism(tmp_path: Path):
 
 def test_response_times_two_connections_and_port_reuse():
     srv, cli, port = 0x0A000002, 0x0A000001, 80
-    SYN, ACK, PSH = 2, 16, 8
+    FIN, SYN, ACK, PSH = 1, 2, 16, 8
     # (ts_ms, src, dst, sport, dport, flags, payload)
     pkts = [
         (0, cli, srv, 5000, port, SYN, 0),
         (1, srv, cli, port, 5000, SYN | ACK, 0),
         (2, cli, srv, 5000, port, ACK | PSH, 70),
         (10, srv, cli, port, 5000, ACK, 1448),
-        (30, srv, cli, port, 5000, ACK | PSH, 500),
+        (30, srv, cli, port, 5000, ACK | PSH | FIN, 500),
         (31, cli, srv, 5000, port, ACK, 0),
         # second connection, different port, overlapping in time
         (5, cli, srv, 5001, port, SYN, 0),
         (25, srv, cli, port, 5001, ACK, 100),
+        (26, srv, cli, port, 5001, ACK | FIN, 0),
         # the first port reused later
         (100, cli, srv, 5000, port, SYN, 0),
         (140, srv, cli, port, 5000, ACK, 10),
+        (141, srv, cli, port, 5000, ACK | FIN, 0),
+        # a transfer cut short (no FIN from the server): left out
+        (200, cli, srv, 5002, port, SYN, 0),
+        (230, srv, cli, port, 5002, ACK, 1448),
         # a connection whose SYN was not captured: left out
         (50, srv, cli, port, 7000, ACK, 10),
     ]

@@ -97,16 +97,6 @@ fn to_ns(s: f64) -> u64 {
     (s * 1e9).round() as u64
 }
 
-fn raise_nofile() {
-    unsafe {
-        let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        }
-    }
-}
-
 pub fn run(args: &Args) -> Result<(), String> {
     args.check_known(&["schedule", "records", "interval-ms", "duration", "udp-timeout-ms"])?;
     let sched = schedule::load(args.req("schedule")?)?;
@@ -114,7 +104,6 @@ pub fn run(args: &Args) -> Result<(), String> {
     let records = File::create(rec_path).map_err(|e| format!("{rec_path}: {e}"))?;
     let interval = args.num::<u64>("interval-ms", 1000)?.max(10) * 1_000_000;
     let duration = args.num::<f64>("duration", 0.0)?; // 0: until every session ends
-    raise_nofile();
     let n = sched.sessions.len();
     let mut r = Runner {
         sched,

@@ -19,6 +19,7 @@ mod util;
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     util::install_stop_handlers();
+    util::raise_nofile();
     let Some(role) = argv.first() else {
         eprintln!("usage: swell-gen serve|run|send|recv|probe [--options]");
         std::process::exit(2);

@@ -32,6 +32,17 @@ pub fn install_stop_handlers() {
     }
 }
 
+/// Raise the open-file limit to its hard maximum (thousands of sockets).
+pub fn raise_nofile() {
+    unsafe {
+        let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
 pub fn stopped() -> bool {
     STOP.load(Ordering::Relaxed)
 }

@@ -180,7 +180,21 @@ impl Engine {
         if pkt.next == pkt.n {
             let port = &mut self.ports[pkt.out as usize];
             pkt.buf[6..12].copy_from_slice(&port.mac);
-            pkt.buf[0..6].copy_from_slice(&port.peer_mac.unwrap_or([0xff; 6]));
+            if let Some(mac) = port.peer_mac {
+                pkt.buf[0..6].copy_from_slice(&mac);
+            } else {
+                // unknown host side: ask (at most every 50 ms) and broadcast meanwhile
+                port.counters.tx_unknown_peer += 1;
+                let now = mono_ns();
+                if now.saturating_sub(port.last_arp_request) > 50_000_000 {
+                    port.last_arp_request = now;
+                    port.counters.arp_requests += 1;
+                    let dst = u32::from_be_bytes([pkt.buf[30], pkt.buf[31], pkt.buf[32], pkt.buf[33]]);
+                    let req = port.arp_request(dst);
+                    port.txq.push(req);
+                }
+                pkt.buf[0..6].copy_from_slice(&[0xff; 6]);
+            }
             port.txq.push(pkt.buf);
             return;
         }
@@ -324,7 +338,8 @@ impl Engine {
             ports.insert(p.name.clone(), json!({
                 "rx_frames": c.rx_frames, "rx_ipv4": c.rx_ipv4, "rx_arp": c.rx_arp,
                 "rx_other": c.rx_other, "rx_truncated": c.rx_truncated,
-                "rx_csum_fixed": c.rx_csum_fixed,
+                "rx_csum_fixed": c.rx_csum_fixed, "arp_requests": c.arp_requests,
+                "tx_unknown_peer": c.tx_unknown_peer,
                 "arp_replies": c.arp_replies, "tx_frames": c.tx_frames, "tx_errors": c.tx_errors,
                 "no_route": c.no_route, "kernel_drops": c.kernel_drops,
                 "mac": p.mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":"),

@@ -31,6 +31,8 @@ pub struct PortCounters {
     pub rx_other: u64,
     pub rx_truncated: u64,
     pub rx_csum_fixed: u64,
+    pub arp_requests: u64,
+    pub tx_unknown_peer: u64,
     pub arp_replies: u64,
     pub tx_frames: u64,
     pub tx_errors: u64,
@@ -44,6 +46,8 @@ pub struct Port {
     pub mac: [u8; 6],
     pub peer_mac: Option<[u8; 6]>,
     pub learn_peer: bool,
+    /// When the last ARP request for the unknown peer went out (monotonic ns).
+    pub last_arp_request: u64,
     pub gateways: Vec<u32>,
     pub counters: PortCounters,
     /// Frames waiting for the next `flush`.
@@ -235,6 +239,7 @@ impl Port {
             fd,
             mac,
             learn_peer: peer_mac.is_none(),
+            last_arp_request: 0,
             peer_mac,
             gateways,
             counters: PortCounters::default(),
@@ -340,6 +345,22 @@ impl Port {
         }
     }
 
+    /// An ARP request for `ip` from this port (sender: its first gateway
+    /// address, or 0.0.0.0), sent while the host-side MAC is unknown; the reply
+    /// teaches the engine the peer's MAC.
+    pub fn arp_request(&self, ip: u32) -> Vec<u8> {
+        let mut r = vec![0u8; 42];
+        r[0..6].copy_from_slice(&[0xff; 6]);
+        r[6..12].copy_from_slice(&self.mac);
+        r[12..14].copy_from_slice(&[8, 6]);
+        r[14..20].copy_from_slice(&[0, 1, 8, 0, 6, 4]);
+        r[20..22].copy_from_slice(&[0, 1]);
+        r[22..28].copy_from_slice(&self.mac);
+        r[28..32].copy_from_slice(&self.gateways.first().copied().unwrap_or(0).to_be_bytes());
+        r[38..42].copy_from_slice(&ip.to_be_bytes());
+        r
+    }
+
     /// An ARP reply if `frame` asks for one of this port's gateway addresses.
     pub fn arp_reply(&self, frame: &[u8]) -> Option<Vec<u8>> {
         if frame.len() < 42 || frame[20..22] != [0, 1] || frame[16..18] != [8, 0] {
@@ -380,6 +401,7 @@ mod tests {
             mac: [2, 0, 0, 0, 0, 1],
             peer_mac: None,
             learn_peer: true,
+            last_arp_request: 0,
             gateways: vec![0x0a01_fffe],
             counters: PortCounters::default(),
             txq: Vec::new(),

@@ -1,0 +1,336 @@
+"""Benchmark of the native link engine against bare veth and a naive delay line.
+
+Manual, root, not CI: ``sudo .venv/bin/python bench/bench_linkemu.py [--seconds 5]
+[--out docs/bench-linkemu.md]``. One run measures, side by side, on namespaces
+it builds and removes (prefix ``swb<hex>``):
+
+* ``bare veth``: host namespace A and B joined by one veth pair, offloads off:
+  the physical limit of this machine;
+* ``swell-link``: A -- [pa router pb] -- B with the native engine between;
+* ``naive python``: the same layout with a plain Python AF_PACKET forwarder
+  (this file, ``--forwarder``): a held-packet delay line, one deque per
+  direction, as a naive userspace emulator would do it.
+
+For each path: TCP goodput (iperf3, cubic) with no delay, and with 20 ms per
+direction; the forwarder's CPU use (CPU seconds per second) during the 20 ms
+run; one-way delay error at 50k packets/s (UDP, 5 ms configured, sender's
+timestamp in the payload against the receiver's kernel timestamp). TX checksum
+offload is off on the host interfaces in every row (the naive forwarder cannot
+complete checksums), TSO/GSO/GRO too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import secrets
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from swell.topologies.linkemu import (  # noqa: E402
+    EngineConfig,
+    LinkEngine,
+    PipeSpec,
+    PortSpec,
+    Route,
+)
+
+SO_TIMESTAMPNS = 35
+
+
+def sh(*argv: str, check: bool = True, inp: str | None = None) -> str:
+    return subprocess.run(list(argv), check=check, capture_output=True, text=True,
+                          input=inp).stdout
+
+
+class Beds:
+    """Namespaces for one benchmark run; everything removed by ``close``."""
+
+    def __init__(self) -> None:
+        self.prefix = "swb" + secrets.token_hex(2)
+        self.names: list[str] = []
+
+    def ns(self, name: str) -> str:
+        full = f"{self.prefix}-{name}"
+        sh("ip", "netns", "add", full)
+        self.names.append(full)
+        for cmd in ("net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+                    "net.ipv4.tcp_rmem=4096 131072 67108864",
+                    "net.ipv4.tcp_wmem=4096 131072 67108864"):
+            sh("ip", "netns", "exec", full, "sysctl", "-qw", cmd)
+        sh("ip", "-n", full, "link", "set", "lo", "up")
+        return full
+
+    def veth(self, ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:
+        tmp_a, tmp_b = f"{self.prefix}x{len(self.names)}", f"{self.prefix}y{len(self.names)}"
+        sh("ip", "link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b)
+        sh("ip", "link", "set", tmp_a, "netns", ns_a, "name", if_a)
+        sh("ip", "link", "set", tmp_b, "netns", ns_b, "name", if_b)
+        for ns, ifname in ((ns_a, if_a), (ns_b, if_b)):
+            sh("ip", "netns", "exec", ns, "ethtool", "-K", ifname, "tso", "off", "gso", "off",
+               "gro", "off", "tx", "off", check=False)
+            sh("ip", "-n", ns, "link", "set", ifname, "up")
+
+    def mac(self, ns: str, ifname: str) -> str:
+        return json.loads(sh("ip", "-n", ns, "-j", "link", "show", ifname))[0]["address"]
+
+    def close(self) -> None:
+        for name in self.names:
+            for pid in sh("ip", "netns", "pids", name, check=False).split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), 9)
+            sh("ip", "netns", "del", name, check=False)
+
+
+def bare(beds: Beds) -> tuple[str, str]:
+    a, b = beds.ns("bare-a"), beds.ns("bare-b")
+    beds.veth(a, "eth0", b, "eth0")
+    sh("ip", "-n", a, "addr", "add", "10.9.0.1/24", "dev", "eth0")
+    sh("ip", "-n", b, "addr", "add", "10.9.0.2/24", "dev", "eth0")
+    return a, b
+
+
+def routed(beds: Beds, tag: str) -> tuple[str, str, str]:
+    a, b, rt = beds.ns(f"{tag}-a"), beds.ns(f"{tag}-b"), beds.ns(f"{tag}-rt")
+    beds.veth(a, "eth0", rt, "pa")
+    beds.veth(b, "eth0", rt, "pb")
+    for ns, side in ((a, 1), (b, 2)):
+        sh("ip", "-n", ns, "-batch", "-", inp=f"address add 10.{side}.0.1/16 dev eth0\n"
+           f"route add default via 10.{side}.255.254\n")
+    return a, b, rt
+
+
+def engine_config(beds: Beds, a: str, b: str, rt: str, delay_us: int) -> EngineConfig:
+    pipe = PipeSpec(delay_us=delay_us)
+    return EngineConfig(
+        name=beds.prefix,
+        ports=(PortSpec("left", f"/var/run/netns/{rt}", "pa", peer_mac=beds.mac(a, "eth0"),
+                        gateway_ips=("10.1.255.254",)),
+               PortSpec("right", f"/var/run/netns/{rt}", "pb", peer_mac=beds.mac(b, "eth0"),
+                        gateway_ips=("10.2.255.254",))),
+        routes=(Route("10.1.0.0/16", "left"), Route("10.2.0.0/16", "right")),
+        port_pipes=(("left", "right", pipe), ("right", "left", pipe)) if delay_us else (),
+    )
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def iperf(a: str, b: str, dst: str, seconds: int) -> float:
+    """TCP goodput (bit/s) from namespace a to dst in namespace b."""
+    server = subprocess.Popen(["ip", "netns", "exec", b, "iperf3", "-s", "-1", "-B", dst],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 5
+    while not sh("ip", "netns", "exec", b, "ss", "-Hltn", "sport = :5201").strip():
+        if time.monotonic() > deadline:
+            raise RuntimeError("iperf3 server did not start")
+        time.sleep(0.02)
+    out = sh("ip", "netns", "exec", a, "iperf3", "-c", dst, "-t", str(seconds), "-O", "2",
+             "-C", "cubic", "-J")
+    server.wait(timeout=10)
+    return float(json.loads(out)["end"]["sum_received"]["bits_per_second"])
+
+
+_RECEIVER = """
+import socket, struct, sys, time, select
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)
+s.setsockopt(socket.SOL_SOCKET, 35, 1)
+s.bind((sys.argv[1], 9998))
+print("ready", flush=True)
+out, end = [], None
+while end is None or time.monotonic() < end:
+    if not select.select([s], [], [], 0.5)[0]:
+        if out:
+            break
+        continue
+    data, anc, _, _ = s.recvmsg(256, 64)
+    sec, nsec = struct.unpack("qq", anc[0][2][:16])
+    sent, = struct.unpack("!q", data[:8])
+    out.append(sec * 1_000_000_000 + nsec - sent)
+print(" ".join(map(str, out)))
+"""
+
+
+def owd_errors(a: str, b: str, dst: str, pps: int, seconds: float,
+               delay_us: int) -> tuple[float, float, float]:
+    """(p50 |error|, p99 |error| in us, loss fraction) of one-way delay at ``pps``."""
+    rx = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c", _RECEIVER, dst],
+                          stdout=subprocess.PIPE, text=True)
+    assert rx.stdout is not None
+    rx.stdout.readline()
+    count = int(pps * seconds)
+    tx = subprocess.run(["ip", "netns", "exec", a, sys.executable, __file__, "--sender", dst,
+                         str(pps), str(count)], check=True)
+    del tx
+    delays = [int(x) for x in rx.communicate(timeout=60)[0].split()]
+    errors = sorted(abs(d / 1000.0 - delay_us) for d in delays)
+    if not errors:
+        return float("nan"), float("nan"), 1.0
+    return errors[len(errors) // 2], errors[int(0.99 * len(errors))], 1 - len(errors) / count
+
+
+def sender(dst: str, pps: int, count: int) -> None:
+    """Paced UDP sender (busy-waits between packets), wall-clock stamp in the payload."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    gap = 1.0 / pps
+    start = time.monotonic()
+    pad = bytes(92)
+    for i in range(count):
+        while time.monotonic() < start + i * gap:
+            pass
+        s.sendto(struct.pack("!q", time.time_ns()) + pad, (dst, 9998))
+
+
+def forwarder(a_mac: str, b_mac: str, delay_us: int) -> None:
+    """Naive Python delay line between pa and pb (runs inside the router namespace)."""
+    socks = {}
+    for name in ("pa", "pb"):
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+        s.bind((name, 0))
+        s.setblocking(False)
+        s.setsockopt(socket.SOL_SOCKET, 33, 32 << 20)
+        socks[name] = s
+    own = {n: bytes.fromhex(open(f"/sys/class/net/{n}/address").read().strip().replace(":", ""))
+           for n in socks}
+    peer = {"pa": bytes.fromhex(a_mac.replace(":", "")), "pb": bytes.fromhex(b_mac.replace(":", ""))}
+    gw = {"pa": socket.inet_aton("10.1.255.254"), "pb": socket.inet_aton("10.2.255.254")}
+    other = {"pa": "pb", "pb": "pa"}
+    held: dict[str, deque[tuple[float, bytes]]] = {"pa": deque(), "pb": deque()}
+    delay = delay_us / 1e6
+    print("ready", flush=True)
+    while True:
+        due = min((q[0][0] for q in held.values() if q), default=time.monotonic() + 0.1)
+        ready, _, _ = select.select(list(socks.values()), [], [],
+                                    max(0.0, due - time.monotonic()))
+        now = time.monotonic()
+        for name, s in socks.items():
+            if s not in ready:
+                continue
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    frame, addr = s.recvfrom(2048)
+                    if addr[2] == socket.PACKET_OUTGOING:
+                        continue
+                    if frame[12:14] == b"\x08\x06" and frame[38:42] == gw[name]:
+                        s.send(frame[6:12] + own[name] + frame[12:20] + b"\x00\x02" + own[name]
+                               + frame[38:42] + frame[22:32])
+                    elif frame[12:14] == b"\x08\x00":
+                        out = other[name]
+                        held[out].append((now + delay, peer[out] + own[out] + frame[12:]))
+        now = time.monotonic()
+        for name, q in held.items():
+            while q and q[0][0] <= now:
+                socks[name].send(q.popleft()[1])
+
+
+@contextlib.contextmanager
+def naive(beds: Beds, a: str, b: str, rt: str, delay_us: int) -> Iterator[int]:
+    proc = subprocess.Popen(["ip", "netns", "exec", rt, sys.executable, __file__, "--forwarder",
+                             beds.mac(a, "eth0"), beds.mac(b, "eth0"), str(delay_us)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def native(beds: Beds, a: str, b: str, rt: str, delay_us: int, work: Path) -> Iterator[int]:
+    with LinkEngine(engine_config(beds, a, b, rt, delay_us), work) as eng:
+        yield eng.pid
+
+
+def measure_path(beds: Beds, kind: str, seconds: int, work: Path) -> dict[str, float]:
+    a, b, rt = routed(beds, kind)
+    dst = "10.2.0.1"
+    run = native if kind == "native" else naive
+    row: dict[str, float] = {}
+    extra = (work,) if kind == "native" else ()
+    with run(beds, a, b, rt, 0, *extra):  # type: ignore[operator]
+        row["tcp0"] = iperf(a, b, dst, seconds)
+    with run(beds, a, b, rt, 20_000, *extra) as pid:  # type: ignore[operator]
+        t0, c0 = time.monotonic(), cpu_seconds(pid)
+        row["tcp20"] = iperf(a, b, dst, seconds)
+        row["cpu"] = (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+    with run(beds, a, b, rt, 5_000, *extra):  # type: ignore[operator]
+        row["owd50"], row["owd99"], row["loss"] = owd_errors(a, b, dst, 50_000, 3.0, 5_000)
+    return row
+
+
+def table(rows: dict[str, dict[str, float]], cmd: str) -> str:
+    cpu = sh("sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()
+    lines = [
+        "# Link engine benchmark", "",
+        f"Machine: {platform.node()}, {os.cpu_count()} cores ({cpu}), kernel "
+        f"{platform.release()}; shared with other work, numbers vary by a few %.",
+        f"Command: `{cmd}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
+        "| path | TCP, no delay (Mbit/s) | TCP, 20 ms/dir (Mbit/s) | forwarder CPU, 20 ms run "
+        "(cores) | OWD error p50 / p99 at 50k pkt/s (us) | loss at 50k pkt/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in rows.items():
+        def fmt(key: str, scale: float = 1.0, digits: int = 0) -> str:
+            return f"{r[key] / scale:.{digits}f}" if key in r else "n/a"
+        lines.append(f"| {name} | {fmt('tcp0', 1e6)} | {fmt('tcp20', 1e6)} | "
+                     f"{fmt('cpu', 1, 2)} | {fmt('owd50', 1, 1)} / {fmt('owd99', 1, 1)} | "
+                     f"{fmt('loss', 0.01, 2)}% |".replace("n/a / n/a", "n/a").replace("n/a%", "n/a"))
+    base = rows["bare veth"]["tcp0"]
+    nat = rows["swell-link"]
+    lines += ["", "Targets: >= 1 Gbit/s TCP through 20 ms per direction using at most one core "
+              f"(measured {nat['tcp20'] / 1e6:.0f} Mbit/s at {nat['cpu']:.2f} cores); one-way "
+              f"delay error p99 <= 100 us at 50k pkt/s (measured {nat['owd99']:.1f} us); >= 50% "
+              f"of bare veth with no delay (measured {100 * nat['tcp0'] / base:.0f}%).", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seconds", type=int, default=5)
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--forwarder", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--sender", nargs=3, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.forwarder:
+        forwarder(args.forwarder[0], args.forwarder[1], int(args.forwarder[2]))
+        return
+    if args.sender:
+        sender(args.sender[0], int(args.sender[1]), int(args.sender[2]))
+        return
+    beds = Beds()
+    work = Path(f"/tmp/{beds.prefix}")
+    work.mkdir()
+    rows: dict[str, dict[str, float]] = {}
+    try:
+        a, b = bare(beds)
+        rows["bare veth"] = {"tcp0": iperf(a, b, "10.9.0.2", args.seconds)}
+        rows["swell-link"] = measure_path(beds, "native", args.seconds, work)
+        rows["naive python"] = measure_path(beds, "naive", args.seconds, work)
+    finally:
+        beds.close()
+    text = table(rows, "sudo .venv/bin/python " + " ".join(sys.argv))
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
