@@ -71,6 +71,13 @@ def save(
     return out
 
 
+def _color(colors: Sequence[str] | None, i: int) -> str:
+    """The i-th series' colour: the caller's (stable across figures) or the palette's."""
+    if colors is not None and i < len(colors):
+        return colors[i]
+    return COLORS[i % len(COLORS)]
+
+
 def _time_scale_axis(ax: plt.Axes, bin_s: float, octaves: np.ndarray) -> None:
     """Top axis: the real time scale of the octaves under the bottom ticks."""
     top = ax.twiny()
@@ -86,6 +93,7 @@ def plot_energy(
     title: str = "Energy plot",
     unit: str = "bytes",
     floor: tuple[EnergyPlot, dict[int, float]] | None = None,
+    colors: Sequence[str] | None = None,
 ) -> Figure:
     """Overlay of log-scale diagrams with 95% intervals; optional floor band.
 
@@ -97,7 +105,7 @@ def plot_energy(
     for i, (label, p) in enumerate(plots):
         ok = np.isfinite(p.y)
         ax.errorbar(
-            p.octaves[ok], p.y[ok], yerr=p.ci[ok], label=label, color=COLORS[i % len(COLORS)],
+            p.octaves[ok], p.y[ok], yerr=p.ci[ok], label=label, color=_color(colors, i),
             marker=MARKERS[i % len(MARKERS)], markersize=4, capsize=3, linewidth=1.4,
         )
         all_j.extend(p.octaves[ok].tolist())
@@ -165,11 +173,12 @@ def plot_time_series(
     title: str = "Throughput",
     ylabel: str = "throughput (Mbit/s)",
     scale: float = 1e-6,
+    colors: Sequence[str] | None = None,
 ) -> Figure:
     """Lines of ``(label, times_s, values)``; values multiplied by ``scale``."""
     fig, ax = plt.subplots(figsize=(9, 4))
     for i, (label, t, v) in enumerate(series):
-        ax.plot(t, np.asarray(v) * scale, label=label, color=COLORS[i % len(COLORS)],
+        ax.plot(t, np.asarray(v) * scale, label=label, color=_color(colors, i),
                 linewidth=1.0, drawstyle="steps-post")
     ax.set_xlabel("time (s)")
     ax.set_ylabel(ylabel)
@@ -186,6 +195,7 @@ def plot_cdfs(
     title: str = "Response times",
     xlabel: str = "response time (s)",
     logx: bool = False,
+    colors: Sequence[str] | None = None,
 ) -> Figure:
     """Empirical CDFs (step lines) of several samples."""
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -194,7 +204,8 @@ def plot_cdfs(
         if x.size == 0:
             continue
         p = np.arange(1, x.size + 1) / x.size
-        ax.step(x, p, where="post", label=f"{label} (n={x.size})", color=COLORS[i % len(COLORS)])
+        ax.step(x, p, where="post", label=f"{label} (n={x.size})",
+                color=_color(colors, i))
     if logx:
         ax.set_xscale("log")
     ax.set_ylim(0, 1.02)

@@ -60,7 +60,7 @@ class Beds:
     """Namespaces for one benchmark run; everything removed by ``close``."""
 
     def __init__(self) -> None:
-        self.prefix = "swb" + secrets.token_hex(2)
+        self.prefix = "swlb" + secrets.token_hex(2)
         self.names: list[str] = []
 
     def ns(self, name: str) -> str:
@@ -208,7 +208,8 @@ def forwarder(a_mac: str, b_mac: str, delay_us: int) -> None:
         socks[name] = s
     own = {n: bytes.fromhex(open(f"/sys/class/net/{n}/address").read().strip().replace(":", ""))
            for n in socks}
-    peer = {"pa": bytes.fromhex(a_mac.replace(":", "")), "pb": bytes.fromhex(b_mac.replace(":", ""))}
+    peer = {"pa": bytes.fromhex(a_mac.replace(":", "")),
+            "pb": bytes.fromhex(b_mac.replace(":", ""))}
     gw = {"pa": socket.inet_aton("10.1.255.254"), "pb": socket.inet_aton("10.2.255.254")}
     other = {"pa": "pb", "pb": "pa"}
     held: dict[str, deque[tuple[float, bytes]]] = {"pa": deque(), "pb": deque()}
@@ -276,6 +277,10 @@ def measure_path(beds: Beds, kind: str, seconds: int, work: Path) -> dict[str, f
     return row
 
 
+def _fmt(row: dict[str, float], key: str, scale: float = 1.0, digits: int = 0) -> str:
+    return f"{row[key] / scale:.{digits}f}" if key in row else "n/a"
+
+
 def table(rows: dict[str, dict[str, float]], cmd: str) -> str:
     cpu = sh("sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()
     lines = [
@@ -288,11 +293,11 @@ def table(rows: dict[str, dict[str, float]], cmd: str) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
-        def fmt(key: str, scale: float = 1.0, digits: int = 0) -> str:
-            return f"{r[key] / scale:.{digits}f}" if key in r else "n/a"
-        lines.append(f"| {name} | {fmt('tcp0', 1e6)} | {fmt('tcp20', 1e6)} | "
-                     f"{fmt('cpu', 1, 2)} | {fmt('owd50', 1, 1)} / {fmt('owd99', 1, 1)} | "
-                     f"{fmt('loss', 0.01, 2)}% |".replace("n/a / n/a", "n/a").replace("n/a%", "n/a"))
+        cells = [_fmt(r, "tcp0", 1e6), _fmt(r, "tcp20", 1e6), _fmt(r, "cpu", 1, 2),
+                 f"{_fmt(r, 'owd50', 1, 1)} / {_fmt(r, 'owd99', 1, 1)}",
+                 _fmt(r, "loss", 0.01, 2) + "%"]
+        row = " | ".join(cells).replace("n/a / n/a", "n/a").replace("n/a%", "n/a")
+        lines.append(f"| {name} | {row} |")
     base = rows["bare veth"]["tcp0"]
     nat = rows["swell-link"]
     lines += ["", "Targets: >= 1 Gbit/s TCP through 20 ms per direction using at most one core "

@@ -40,30 +40,40 @@ def _rts(runs: list[dict[str, Any]]) -> list[np.ndarray]:
             for r in runs]
 
 
+def _palette(groups: dict) -> dict[str, str]:
+    """One colour per configuration, the same in every figure."""
+    return {label: P.COLORS[i % len(P.COLORS)] for i, label in enumerate(groups)}
+
+
 def _energy_plots(groups: dict, out: Path, direction: str) -> list[Path]:
-    curves = []
+    curves, colors = [], []
+    pal = _palette(groups)
     for label, runs in groups.items():
         e = runs[0]["bottleneck"][direction].get("energy")
         if e:
             mbps = np.mean([r["bottleneck"][direction]["bg_mean_mbps"] for r in runs])
             curves.append((f"{label} [{mbps:.2f} Mbit/s]", EnergyPlot.from_dict(e)))
+            colors.append(pal[label])
     if not curves:
         return []
-    fig = P.plot_energy(curves, title=f"Background energy plot, {DIRECTIONS[direction]}")
+    fig = P.plot_energy(curves, title=f"Background energy plot, {DIRECTIONS[direction]}",
+                        colors=colors)
     return P.save(fig, out / f"energy-{direction}")
 
 
 def _series_plot(groups: dict, out: Path, direction: str) -> list[Path]:
-    lines = []
+    lines, colors = [], []
+    pal = _palette(groups)
     for label, runs in groups.items():
         d = runs[0]["bottleneck"][direction]
         v = np.asarray(d.get("series_mbps", []), float)
         if v.size:
             lines.append((label, np.arange(v.size) * d.get("series_bin_s", 0.1), v))
+            colors.append(pal[label])
     if not lines:
         return []
     fig = P.plot_time_series(lines, title=f"Background throughput, {DIRECTIONS[direction]} "
-                             "(100 ms bins, repetition 0)", scale=1.0)
+                             "(100 ms bins, repetition 0)", scale=1.0, colors=colors)
     return P.save(fig, out / f"timeseries-{direction}")
 
 
@@ -151,8 +161,10 @@ def make_report(results: str | Path, out: str | Path | None = None) -> Path:
                     if p.suffix == ".png"]
     samples = [(label, np.concatenate(_rts(runs))) for label, runs in groups.items()]
     if any(s.size for _, s in samples):
+        pal = _palette(groups)
         fig = P.plot_cdfs([(lab, s) for lab, s in samples if s.size],
-                          title="Foreground response times")
+                          title="Foreground response times",
+                          colors=[pal[lab] for lab, s in samples if s.size])
         figures += [(p, CAPTIONS["cdf"]) for p in P.save(fig, out / "response-cdf")
                     if p.suffix == ".png"]
     slow = _slowdowns(data, groups)

@@ -22,7 +22,8 @@ of a chunk and over the distinct connections of a chunk (dictionary look-ups).
   ``client_inferred``.
 * Connection splitting: a pure SYN whose ISN differs from the current
   connection's client ISN on the same 5-tuple starts a new TCP connection; a UDP
-  packet after more than ``udp_idle_s`` of silence starts a new UDP flow.
+  packet after more than ``udp_idle_s`` (60 s) of silence starts a new UDP flow, a
+  TCP packet after ``tcp_idle_s`` (600 s) a new TCP connection.
 * Sequence space: per direction, sequence numbers are taken relative to the
   first one seen (signed 32-bit wrap). A data segment whose end lies at or below
   the highest end already seen in that direction is a retransmission (group-wise
@@ -63,10 +64,12 @@ from typing import Any
 import numpy as np
 
 from swell.extract.sessions import KNOWN_PORTS as _KNOWN_PORTS
+from swell.extract.sessions import pairs_from_runs
 
 TCP, UDP = 6, 17
 FIN, SYN, RST, ACK = 1, 2, 4, 16
 PAIR_MIN_PAYLOAD = 500
+DUP_NS = 200_000  # capture duplicates arrive within 200 us of the original
 # Packet-pair histogram: log-spaced bins from 10 kbit/s to 100 Gbit/s.
 CAP_BINS_PER_DECADE = 40
 CAP_LOG_MIN, CAP_LOG_MAX = 4.0, 11.0
@@ -174,6 +177,7 @@ class ConnectionBuilder:
         self.t0_ns: int | None = None
         self.skipped = {"non_ip": 0, "not_tcp_udp": 0, "no_l4": 0, "fragment": 0}
         self.packets = 0
+        self.duplicates = 0
 
     # -- ids -------------------------------------------------------------------------------
     def _host_ids(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -353,6 +357,18 @@ class ConnectionBuilder:
         # groups them by (connection, direction): no second sort needed
         do = d[order]
         gorder = np.concatenate([order[do == 0], order[do == 1]])
+        # capture duplicates: same direction, seq, ack, length and flags within DUP_NS of
+        # the previous packet (one packet recorded twice); they are no data segments
+        same = [pkt[k][gorder[1:]] == pkt[k][gorder[:-1]] for k in ("g", "seq", "ack", "pl")]
+        gap = pkt["ts"][gorder[1:]] - pkt["ts"][gorder[:-1]]
+        dup = np.zeros(len(ts), dtype=bool)
+        dup[gorder[1:]] = (
+            np.logical_and.reduce(same)
+            & (np.abs(gap) <= DUP_NS)
+            & (pkt["flags"][gorder[1:]] == pkt["flags"][gorder[:-1]])
+        )
+        pkt["dup"] = dup
+        self.duplicates += int(dup.sum())
         new_bytes, retx = self._seqspace(pkt, gorder)
         self._runs(pkt, order, new_bytes)
         self._ack_inferred(pkt, order, gorder, new_bytes)
@@ -435,7 +451,7 @@ class ConnectionBuilder:
         new_bytes[order[udp_data]] = pl[udp_data]
         np.add.at(gd["data_pkts"], g[udp_data], 1)
         np.add.at(gd["new_bytes"], g[udp_data], pl[udp_data])
-        sel = np.flatnonzero(tcp & (pl > 0))
+        sel = np.flatnonzero(tcp & (pl > 0) & ~p["dup"][order])
         if len(sel) == 0:
             return new_bytes, retx
         gs = g[sel]
@@ -592,7 +608,7 @@ class ConnectionBuilder:
     def _pairs(self, p: dict[str, np.ndarray], order: np.ndarray, retx: np.ndarray) -> None:
         """Packet-pair dispersion of back-to-back full-size segments into the histogram."""
         gd = self.gdir
-        sel = order[(p["pl"][order] > 0) & p["tcp"][order]]
+        sel = order[(p["pl"][order] > 0) & p["tcp"][order] & ~p["dup"][order]]
         if len(sel) < 1:
             return
         g, ts, pl = p["g"][sel], p["ts"][sel], p["pl"][sel]
@@ -657,67 +673,40 @@ def _client_dir(b: ConnectionBuilder) -> tuple[np.ndarray, np.ndarray]:
     return cdir, inferred
 
 
-def _stream(
-    b: ConnectionBuilder, pre: str, done: list[dict[str, np.ndarray]], keep: np.ndarray
-) -> dict[str, np.ndarray]:
-    """Finished runs of one stream plus its still-open runs, for connections in ``keep``."""
+def _pieces(b: ConnectionBuilder, pre: str, done: list[dict[str, np.ndarray]]) -> list[dict]:
+    """Finished runs of one stream (per-chunk pieces) plus its still-open runs."""
     c = b.conn
     op = np.flatnonzero(c.view(f"{pre}_open"))
     last = {"cid": op, "dir": c[f"{pre}_dir"][op].astype(np.int64)}
     for k in ("bytes", "pkts", "t0", "t1", "seq"):
         last[k] = c[f"{pre}_{k}"][op]
-    runs = {k: np.concatenate([r[k] for r in [*done, last]]) for k in last}
-    m = keep[runs["cid"]]
-    return {k: v[m] for k, v in runs.items()}
+    return [*done, last]
 
 
 def _all_runs(b: ConnectionBuilder, one_way: np.ndarray) -> dict[str, np.ndarray]:
-    """Real-data runs, except acknowledgement-inferred ones for one-directional connections."""
-    a = _stream(b, "run", b.runs, ~one_way)
-    v = _stream(b, "vrun", b.vruns, one_way)
-    runs = {k: np.concatenate([a[k], v[k]]) for k in a}
-    o = np.lexsort((runs["seq"], runs["cid"]))
-    return {k: v[o] for k, v in runs.items()}
+    """Real-data runs, except acknowledgement-inferred ones for one-directional connections.
 
+    Built one column at a time, releasing the per-chunk pieces as it goes, so the peak
+    is about one extra copy of the runs.
+    """
+    streams = [(_pieces(b, "run", b.runs), False), (_pieces(b, "vrun", b.vruns), True)]
+    b.runs, b.vruns = [], []
+    masks = [one_way[np.concatenate([r["cid"] for r in p])] == want for p, want in streams]
 
-def _pairs_from_runs(
-    runs: dict[str, np.ndarray], cdir: np.ndarray, t0: int
-) -> dict[str, np.ndarray]:
-    """Request/response pairs: a client run opens a pair, the server run after it closes it."""
-    n = len(runs["cid"])
-    cid = runs["cid"]
-    is_req = runs["dir"] == cdir[cid]
-    first = np.ones(n, dtype=bool)
-    first[1:] = cid[1:] != cid[:-1]
-    new_pair = is_req | first
-    pid = np.cumsum(new_pair) - 1
-    npairs = int(pid[-1]) + 1 if n else 0
-    req = np.bincount(pid, weights=np.where(is_req, runs["bytes"], 0), minlength=npairs)
-    rsp = np.bincount(pid, weights=np.where(is_req, 0, runs["bytes"]), minlength=npairs)
-    nan = np.full(npairs, np.nan)
-    req_t0, req_t1, rsp_t0, rsp_t1 = nan.copy(), nan.copy(), nan.copy(), nan.copy()
-    sec = 1e-9
-    req_t0[pid[is_req]] = (runs["t0"][is_req] - t0) * sec
-    req_t1[pid[is_req]] = (runs["t1"][is_req] - t0) * sec
-    rsp_t0[pid[~is_req]] = (runs["t0"][~is_req] - t0) * sec
-    rsp_t1[pid[~is_req]] = (runs["t1"][~is_req] - t0) * sec
-    pconn = np.zeros(npairs, dtype=np.int64)
-    pconn[pid] = cid
-    pfirst = np.ones(npairs, dtype=bool)
-    pfirst[1:] = pconn[1:] != pconn[:-1]
-    think = np.full(npairs, np.nan)
-    think[1:] = req_t0[1:] - rsp_t1[:-1]
-    think[pfirst] = np.nan
-    return {
-        "conn": pconn,
-        "req_size": req.astype(np.int64),
-        "rsp_size": rsp.astype(np.int64),
-        "req_t0": req_t0,
-        "req_t1": req_t1,
-        "rsp_t0": rsp_t0,
-        "rsp_t1": rsp_t1,
-        "think_before": think,
-    }
+    def column(k: str) -> np.ndarray:
+        parts = [
+            np.concatenate([r.pop(k) for r in p])[m]
+            for (p, _), m in zip(streams, masks, strict=True)
+        ]
+        return np.concatenate(parts)
+
+    cid, seq = column("cid"), column("seq")
+    o = np.lexsort((seq, cid))
+    runs = {"cid": cid[o], "seq": seq[o]}
+    del cid, seq
+    for k in ("dir", "bytes", "pkts", "t0", "t1"):
+        runs[k] = column(k)[o]
+    return runs
 
 
 def _finish_table(b: ConnectionBuilder) -> ConnTable:
@@ -763,12 +752,12 @@ def _finish_table(b: ConnectionBuilder) -> ConnTable:
     cols["acked_s2c"] = np.where(one_way & is_tcp, gd["ack_adv"][gc], 0)
     cols["lower_bound"] = (cols["open_at_start"] | cols["open_at_end"]) & is_tcp
     runs = _all_runs(b, one_way & is_tcp)
-    b.runs, b.vruns = [], []  # concatenated: free the per-chunk pieces
-    pairs = _pairs_from_runs(runs, cdir, t0)
+    pairs = pairs_from_runs(runs, cdir, t0)
     cols["num_pairs"] = np.bincount(pairs["conn"], minlength=n).astype(np.int64)
     hosts = [addr_text(hi, lo) for hi, lo in b.host_addr]
     stats = {
         "packets": b.packets,
+        "duplicates": b.duplicates,
         "skipped": dict(b.skipped),
         "connections": n,
         "tcp": int(is_tcp.sum()),

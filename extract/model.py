@@ -156,6 +156,12 @@ def _trace_notes(table: ConnTable) -> tuple[list[str], list[str]]:
             "UDP flows: the server is the well-known port's side, else the first "
             "sender is the client; flows end after 60 s idle"
         )
+    dups = int(table.stats.get("duplicates", 0))
+    if dups:
+        assumed.append(
+            f"{dups} packets recorded twice (same direction, seq, ack, length and "
+            "flags within 200 us) counted once for data, loss and capacity"
+        )
     lb = int(c["lower_bound"].sum())
     if lb:
         assumed.append(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,7 @@ MAX_APPS = 8
 SKIP = ("sessionStart", "rreServer")
 
 
-def _cdf_axes(title: str, xlabel: str, series: list[tuple[str, np.ndarray]]):  # noqa: ANN202
+def _cdf_axes(title: str, xlabel: str, series: list[tuple[str, np.ndarray]]) -> tuple[Any, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -51,7 +52,7 @@ def _cdf_axes(title: str, xlabel: str, series: list[tuple[str, np.ndarray]]):  #
     return fig, plt
 
 
-def _save(fig, plt, dest: Path, name: str) -> list[Path]:  # noqa: ANN001
+def _save(fig: Any, plt: Any, dest: Path, name: str) -> list[Path]:
     out = []
     for ext in ("png", "svg"):
         path = dest / f"{name}.{ext}"

@@ -83,6 +83,52 @@ def app_labels(table: ConnTable) -> np.ndarray:
     return names[inv] if len(uc) else np.array([], dtype=object)
 
 
+def pairs_from_runs(
+    runs: dict[str, np.ndarray], cdir: np.ndarray, t0: int
+) -> dict[str, np.ndarray]:
+    """Request/response pairs (Tmix's a-b-t view) from a connection builder's runs.
+
+    ``runs`` are sorted by connection, in order; ``cdir`` is the client's canonical
+    direction per connection. A client run opens a pair and the server run after it
+    closes it; a server run first in its connection makes a pair with an empty request.
+    ``think_before`` is the gap from the previous pair's response end to this request.
+    """
+    n = len(runs["cid"])
+    cid = runs["cid"]
+    is_req = runs["dir"] == cdir[cid]
+    first = np.ones(n, dtype=bool)
+    first[1:] = cid[1:] != cid[:-1]
+    new_pair = is_req | first
+    pid = np.cumsum(new_pair) - 1
+    npairs = int(pid[-1]) + 1 if n else 0
+    req = np.bincount(pid, weights=np.where(is_req, runs["bytes"], 0), minlength=npairs)
+    rsp = np.bincount(pid, weights=np.where(is_req, 0, runs["bytes"]), minlength=npairs)
+    nan = np.full(npairs, np.nan)
+    req_t0, req_t1, rsp_t0, rsp_t1 = nan.copy(), nan.copy(), nan.copy(), nan.copy()
+    sec = 1e-9
+    req_t0[pid[is_req]] = (runs["t0"][is_req] - t0) * sec
+    req_t1[pid[is_req]] = (runs["t1"][is_req] - t0) * sec
+    rsp_t0[pid[~is_req]] = (runs["t0"][~is_req] - t0) * sec
+    rsp_t1[pid[~is_req]] = (runs["t1"][~is_req] - t0) * sec
+    pconn = np.zeros(npairs, dtype=np.int64)
+    pconn[pid] = cid
+    pfirst = np.ones(npairs, dtype=bool)
+    pfirst[1:] = pconn[1:] != pconn[:-1]
+    think = np.full(npairs, np.nan)
+    think[1:] = req_t0[1:] - rsp_t1[:-1]
+    think[pfirst] = np.nan
+    return {
+        "conn": pconn,
+        "req_size": req.astype(np.int64),
+        "rsp_size": rsp.astype(np.int64),
+        "req_t0": req_t0,
+        "req_t1": req_t1,
+        "rsp_t0": rsp_t0,
+        "rsp_t1": rsp_t1,
+        "think_before": think,
+    }
+
+
 DEFAULT_RRE_GAP_S = 1.0
 DEFAULT_SESSION_TIMEOUT_S = 60.0
 APP_PARAMS = (
@@ -168,10 +214,11 @@ def app_parameters(
     duration = max(float(np.nanmax(c["end"]) - np.nanmin(start)), 1e-9) if len(start) else 0.0
     out: dict[str, dict[str, np.ndarray]] = {}
     summary: dict[str, dict[str, Any]] = {}
-    sorted_apps = apps[gr.order]
-    pair_app = apps[p["conn"]] if len(p["conn"]) else np.array([], dtype=object)
-    for app in sorted(set(apps.tolist())):
-        m = sorted_apps == app
+    names, code = np.unique(apps, return_inverse=True) if len(apps) else ([], apps)
+    sorted_code = np.asarray(code)[gr.order]
+    pair_code = np.asarray(code)[p["conn"]]
+    for ai, app in enumerate(names):
+        m = sorted_code == ai
         rows = gr.order[m]
         rre, sess, think = gr.rre[m], gr.session[m], gr.think[m]
         s = start[rows]
@@ -182,7 +229,7 @@ def app_parameters(
         inter_conn = np.diff(s)[~rre_first[1:]]
         rre_sess = sess[rre_first]
         sess_starts = np.sort(s[sess_first])
-        pm = pair_app == app
+        pm = pair_code == ai
         req, rsp, pthink = p["req_size"][pm], p["rsp_size"][pm], p["think_before"][pm]
         out[app] = {
             "numConn": _counts(rre),

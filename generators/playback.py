@@ -41,6 +41,7 @@ an ITGRecv on the receiving side and an ITGSend on the sending side).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ DITG_MIN_PAYLOAD = {"udp": 20, "tcp": 24}  # D-ITG's own header; smaller writes 
 MAX_PAYLOAD = 65507
 MIN_GAP_S = 1e-6
 WELL_KNOWN = 1024
+DRAIN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -301,6 +303,8 @@ class PlaybackGenerator(Generator):
         grace = max(leg.sched.duration_s for leg in self.legs) + 10
         for s in self.senders:
             s.stop(grace=grace)
+        if self.senders and all(s.popen.returncode == 0 for s in self.senders):
+            time.sleep(DRAIN_S)  # the last packets in flight reach ITGRecv before it stops
         for r in self.receivers:
             r.stop()
 

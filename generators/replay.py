@@ -9,12 +9,13 @@ The simplest open-loop baseline: the trace's own packets, byte for byte
    ``c2s.pcap``, server->client packets into ``s2c.pcap``. Other packets
    (ARP, IPv6, ICMP, ...) are dropped and counted: they cannot be mapped onto
    the topology's IPv4 hosts. The raw records are read with dpkt (pcap or
-   pcapng) and matched one for one with the swell reader's rows.
+   pcapng) and matched one for one with the swell reader's rows; whatever the
+   input link type (Ethernet with VLAN tags, Linux SLL/SLL2, raw IP, BSD
+   loopback), each packet is written as untagged Ethernet + IPv4.
 2. **Rewrite** (``tcprewrite``): ``--pnat`` maps every trace client address
    onto a client emulated host and every trace server address onto a server
-   host (both fields, so replies match), ``--dlt=enet`` with
-   ``--enet-smac``/``--enet-dmac`` set to the injecting interface and its
-   peer (any input link type: Ethernet, Linux SLL, raw IP), ``--fixlen=pad``
+   host (both fields, so replies match), ``--enet-smac``/``--enet-dmac`` set
+   to the injecting interface and its peer, ``--fixlen=pad``
    restores payloads cut by a short snaplen, ``--mtu-trunc`` cuts offloaded
    super-frames to the MTU, and ``--fixcsum`` recomputes the checksums.
 3. **Replay** (``tcpreplay``): ``c2s`` enters the emulated network on the
@@ -111,22 +112,43 @@ def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
     for name, mask in masks.items():
         idx = np.flatnonzero(mask)
         with open(paths[name], "wb") as f:
-            w = dpkt.pcap.Writer(f, snaplen=262144, linktype=linktype, nano=nano)
-            for i in idx:
+            w = dpkt.pcap.Writer(f, snaplen=262144, linktype=1, nano=nano)
+            for i in idx:  # as Ethernet: placeholder MACs, set by tcprewrite
                 ts, buf = records[i]
-                w.writepkt(buf, ts=ts)
+                w.writepkt(ETHER_IPV4 + buf[l2_header_len(linktype, buf):], ts=ts)
         first[name] = float(pk.ts_ns[idx[0]]) / 1e9 if idx.size else np.inf
     return SplitResult(paths["c2s"], paths["s2c"],
                        {"c2s": int(masks["c2s"].sum()), "s2c": int(masks["s2c"].sum()),
                         "dropped": int((inside & ~usable).sum())}, first,
-                       _addresses(pk.select(masks["c2s"])), _addresses(pk.select(masks["s2c"])))
+                       _addresses(pk.select(masks["c2s"]), pk.select(masks["s2c"])),
+                       _addresses(pk.select(masks["s2c"]), pk.select(masks["c2s"])))
 
 
-def _addresses(sent: PacketChunk) -> list[str]:
-    """Source addresses of ``sent`` in order of first appearance."""
-    pairs = np.stack([sent.saddr_hi, sent.saddr_lo], 1)
-    _, first = np.unique(pairs, axis=0, return_index=True)
-    return [addr_to_str(int(pairs[i, 0]), int(pairs[i, 1])) for i in np.sort(first)]
+def _addresses(sent: PacketChunk, received: PacketChunk) -> list[str]:
+    """Addresses of one side: sources of what it sent and destinations of what it received,
+    in order of first appearance (so broadcast and unanswered destinations are mapped too)."""
+    ts = np.concatenate([sent.ts_ns, received.ts_ns])
+    pairs = np.concatenate([np.stack([sent.saddr_hi, sent.saddr_lo], 1),
+                            np.stack([received.daddr_hi, received.daddr_lo], 1)])
+    order = np.argsort(ts, kind="stable")
+    _, first = np.unique(pairs[order], axis=0, return_index=True)
+    return [addr_to_str(int(a), int(b)) for a, b in pairs[order][np.sort(first)]]
+
+
+def l2_header_len(linktype: int, buf: bytes) -> int:
+    """Bytes before the IP header for the link types swell reads."""
+    if linktype == 1:  # Ethernet, with any 802.1Q/802.1ad tags
+        n = 14
+        while buf[n - 2:n] in (b"\x81\x00", b"\x88\xa8") and len(buf) >= n + 4:
+            n += 4
+        return n
+    fixed = {113: 16, 276: 20, 0: 4, 108: 4, 101: 0, 12: 0, 14: 0, 228: 0}
+    if linktype not in fixed:
+        raise SwellError("replay", f"link type {linktype} is not supported")
+    return fixed[linktype]
+
+
+ETHER_IPV4 = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00"
 
 
 def round_robin(trace_addrs: list[str], topo_addrs: list[str]) -> dict[str, str]:
@@ -144,7 +166,7 @@ def rewrite_argv(src: Path, dst: Path, mapping: dict[str, str], inject: Inject,
                  mtu: int = 1500) -> list[str]:
     """The tcprewrite command for one direction."""
     return ["tcprewrite", f"--infile={src}", f"--outfile={dst}", f"--pnat={pnat_arg(mapping)}",
-            "--dlt=enet", f"--enet-smac={inject.smac}", f"--enet-dmac={inject.dmac}",
+            f"--enet-smac={inject.smac}", f"--enet-dmac={inject.dmac}",
             "--fixlen=pad", f"--mtu={mtu}", "--mtu-trunc", "--fixcsum"]
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from swell.errors import SwellError
+from swell.fsutil import write_json
 from swell.topologies import cleanup as cl
 from swell.topologies import doctor
 from swell.topologies.spec import load_spec
@@ -83,6 +84,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     report = topo.report
+    if args.capture_dir is not None and report:
+        write_json(args.capture_dir / "topology-report.json", {"prefix": topo.prefix, **report})
     for c in report.get("captures", []):
         print(
             f"capture {c['direction']}: {c['path']} {c['written']} packets, {c['dropped']} dropped"

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from swell.errors import EnvironmentProblem, SwellError
-from swell.topologies.addressing import AddressPlan, NodePlan, Side
+from swell.topologies.addressing import AddressPlan, Side
 
 SIDES: tuple[Side, Side] = ("left", "right")
 EDGE = {"left": "el", "right": "er"}
@@ -73,6 +73,7 @@ class Layout:
     core_port: dict[str, str] = field(default_factory=dict)  # side -> core interface
     edge_uplink: dict[str, str] = field(default_factory=dict)  # side -> edge interface
     macs: dict[str, str] = field(default_factory=dict)  # interface name -> MAC
+    attached: list[str] = field(default_factory=list)  # netns names this layout created
 
     def name(self, suffix: str) -> str:
         return f"{self.prefix}-{suffix}"
@@ -82,9 +83,6 @@ class Layout:
 
     def netns_path(self, suffix: str) -> str:
         return f"/var/run/netns/{self.name(suffix)}"
-
-    def host_nodes(self) -> list[NodePlan]:
-        return list(self.plan.nodes)
 
 
 def node_suffixes(plan: AddressPlan) -> list[str]:
@@ -100,20 +98,25 @@ def check_names(prefix: str, plan: AddressPlan) -> None:
             raise SwellError(suffix, f"interface name {ifname} exceeds {MAX_IFNAME} characters")
 
 
-def build_layout(prefix: str, plan: AddressPlan, kernel_forwarding: bool) -> Layout:
-    """Create and configure every node and link. On failure, the caller tears down."""
+def build_layout(layout: Layout) -> Layout:
+    """Create and configure every node and link of ``layout`` (made by the caller).
+
+    Each node is recorded on ``layout`` as soon as it exists, so on failure the
+    caller's :func:`stop_layout` removes whatever was built.
+    """
     try:
         from mininet.link import Link
         from mininet.node import Node
     except ImportError as exc:
         msg = f"cannot import Mininet ({exc}); apt install mininet"
         raise EnvironmentProblem("mininet", msg) from None
+    prefix, plan = layout.prefix, layout.plan
     check_names(prefix, plan)
-    layout = Layout(prefix, plan, kernel_forwarding)
     for suffix in node_suffixes(plan):
         node = Node(layout.name(suffix), inNamespace=True)
         layout.nodes[suffix] = node
         run(["ip", "netns", "attach", layout.name(suffix), str(node.pid)])
+        layout.attached.append(layout.name(suffix))
     core = layout.nodes[CORE]
     for port, side in enumerate(SIDES):
         edge = layout.nodes[EDGE[side]]
@@ -212,11 +215,10 @@ def stop_layout(layout: Layout) -> list[str]:
             node.terminate()  # type: ignore[attr-defined]
         except Exception as exc:  # keep tearing down the rest
             problems.append(f"{suffix}: {exc}")
-    for suffix in list(layout.nodes):
-        proc = subprocess.run(
-            ["ip", "netns", "del", layout.name(suffix)], capture_output=True, text=True
-        )
+    for name in layout.attached:  # only the names this layout attached
+        proc = subprocess.run(["ip", "netns", "del", name], capture_output=True, text=True)
         if proc.returncode != 0 and "No such file" not in proc.stderr:
-            problems.append(f"netns {layout.name(suffix)}: {proc.stderr.strip()}")
+            problems.append(f"netns {name}: {proc.stderr.strip()}")
     layout.nodes.clear()
+    layout.attached.clear()
     return problems

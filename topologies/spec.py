@@ -146,8 +146,8 @@ class HostGroup(StrictModel):
 class Foreground(StrictModel):
     """Foreground hosts, each in its own namespace, on unconstrained access links."""
 
-    clients: int = Field(1, ge=0, le=16)
-    servers: int = Field(1, ge=0, le=16)
+    clients: int = Field(1, ge=0, le=10)  # fc0..fc9 keeps interface names <= 15 chars
+    servers: int = Field(1, ge=0, le=10)
 
 
 class CaptureSpec(StrictModel):

@@ -68,12 +68,17 @@ class EmulatedHost:
     link: LinkDir | None
 
 
+def prefix_in_use(prefix: str, state_root: Path = STATE_ROOT) -> bool:
+    """Does a state dir or a namespace ``<prefix>-*`` already exist?"""
+    used = os.listdir("/var/run/netns") if os.path.isdir("/var/run/netns") else []
+    return (state_root / prefix).exists() or any(u.startswith(prefix + "-") for u in used)
+
+
 def new_prefix(state_root: Path = STATE_ROOT) -> str:
     """A fresh run prefix ``sw<4 hex>`` not used by any state dir or namespace."""
-    used = set(os.listdir("/var/run/netns")) if os.path.isdir("/var/run/netns") else set()
     for _ in range(100):
         prefix = "sw" + secrets.token_hex(2)
-        if not (state_root / prefix).exists() and not any(u.startswith(prefix) for u in used):
+        if not prefix_in_use(prefix, state_root):
             return prefix
     raise SwellError("prefix", "could not find a free run prefix")
 
@@ -155,6 +160,8 @@ class Topology:
         self.capture_dir = Path(capture_dir) if capture_dir is not None else None
         self.state_root = Path(state_root)
         self.prefix = prefix or new_prefix(self.state_root)
+        if prefix is not None and prefix_in_use(prefix, self.state_root):
+            raise SwellError(prefix, "run prefix in use (namespaces or state dir exist)")
         self.state_dir = self.state_root / self.prefix
         self.facts = facts
         self.plan = plan_addresses(spec)
@@ -253,10 +260,9 @@ class Topology:
         try:
             self._write_state("starting", name)
             self.engine = make_engine(name)
-            self.layout = build_layout(self.prefix, self.plan, self.engine.kernel_forwarding)
-            self._ns_inodes = {
-                i for s in self.layout.nodes if (i := netns_inode(self.layout.pid(s))) is not None
-            }
+            self.layout = Layout(self.prefix, self.plan, self.engine.kernel_forwarding)
+            build_layout(self.layout)
+            self._note_namespaces()
             if self.capture_dir is not None and self.spec.capture.enabled:
                 self.capture_dir.mkdir(parents=True, exist_ok=True)
                 self.captures = cap.capture_paths(self.capture_dir.resolve())
@@ -278,6 +284,13 @@ class Topology:
         except BaseException:
             self.down()
             raise
+
+    def _note_namespaces(self) -> None:
+        """Remember the inode of every node's namespace (to find processes left in them)."""
+        if self.layout is not None:
+            for suffix in self.layout.nodes:
+                if (ino := netns_inode(self.layout.pid(suffix))) is not None:
+                    self._ns_inodes.add(ino)
 
     def _write_state(self, status: str, engine: str) -> None:
         names = [f"{self.prefix}-{s}" for s in (self.layout.nodes if self.layout else {})]
@@ -339,6 +352,7 @@ class Topology:
         self.report["captures"] = [vars(r) for r in self.capture_reports]
         self.report["engine"] = self.engine_name
         if self.layout is not None:
+            self._note_namespaces()  # also after a failed build
             problems += stop_layout(self.layout)
         left = kill_and_wait(pids_in_netns(self._ns_inodes))
         if left:

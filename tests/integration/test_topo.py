@@ -14,6 +14,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
+from swell.errors import SwellError
 from swell.topologies import netem
 from swell.topologies.capture import TcpdumpCapture
 from swell.topologies.spec import LinkDir, spec_from_dict
@@ -181,7 +182,6 @@ def test_htb_and_u32_forms_run_on_this_kernel(netns):
     netns.run(b, "ip", "addr", "add", "10.99.0.1/24", "dev", "tb")
     cmds = netem.access_cmds("ta", hosts, "src", net)
     cmds = [c[: c.index("netem")] + ["bfifo"] if "netem" in c else c for c in cmds]
-    netns.run(a, "tc", "-batch", "-", check=False)
     proc = netns.run(a, "sh", "-c", f"printf '%s' '{netem.to_batch(cmds)}' | tc -batch -",
                      check=False)
     assert proc.returncode == 0, proc.stderr
@@ -265,6 +265,12 @@ def test_sigint_tears_down(tmp_path, topo_up):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "capture forward" in out and " 0 dropped" in out and f"{prefix}: down" in out
+    import json
+
+    report = json.loads((tmp_path / "cap" / "topology-report.json").read_text())
+    assert report["engine"] == "native" and report["problems"] == []
+    assert {c["direction"]: c["written"] >= 5 for c in report["captures"]} == {
+        "forward": True, "reverse": True}
     assert traces(prefix, inodes) == []
 
 
@@ -361,5 +367,90 @@ def test_hosts_in_one_namespace_get_their_own_rates():
         server = topo.servers[0]
         for host, rate in ((slow, 5), (fast, 20)):
             goodput = iperf3_goodput_mbps(topo, host, server)
+            print(f"{host.ip} access {rate} Mbit/s: TCP goodput {goodput:.2f} Mbit/s")
             # TCP/IP headers take ~4% of a 1514-byte frame
             assert 0.85 * rate <= goodput <= 1.0 * rate, f"{host.ip}: {goodput:.2f} Mbit/s"
+
+
+def test_thousand_hosts_from_a_swing_model(tmp_path):
+    """`swell extract` a bundled trace, then draw 1,000 clients' access links from it."""
+    import json
+
+    import numpy as np
+
+    from swell.extract.model import load_model
+
+    pcap = Path(__file__).resolve().parents[2] / "data" / "pcap" / "netml_demo.pcap"
+    model_dir = tmp_path / "model"
+    done = subprocess.run([*SWELL, "extract", str(pcap), "-o", str(model_dir)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    spec = spec_from_dict({
+        "network": "10.90.0.0/16",
+        "bottleneck": {"rate_mbps": 100, "delay_ms": 5, "queue_packets": 300},
+        "clients": {"count": 1000, "namespaces": 4,
+                    "model": {"path": str(model_dir), "side": "client"}},
+        "servers": {"count": 100, "namespaces": 2,
+                    "model": {"path": str(model_dir), "side": "server", "max_rate_mbps": 50}},
+        "seed": 11,
+    })
+    model = load_model(model_dir)
+    with Topology(spec, engine="native") as topo:
+        prefix = topo.prefix
+        config = json.loads((topo.state_dir / f"{prefix}-link.json").read_text())
+        assert len(config["hosts"]) == 1100
+        for side, group in (("client", topo.clients), ("server", topo.servers)):
+            delays = model.net(side, "delay_s") * 1e3
+            assert all(np.abs(delays - h.link.delay_ms).min() <= 1e-3 for h in group)
+        assert all(h.link.rate_mbps <= 50 for h in topo.servers)
+        by_ip = {h["ip"]: h for h in config["hosts"]}
+        host = topo.servers[7]
+        assert by_ip[host.ip]["up"]["delay_us"] == round(host.link.delay_ms * 1000)
+    assert traces(prefix) == []
+
+
+def test_failed_build_removes_only_what_it_made():
+    """A layout that fails half-way removes its own nodes and spares a namespace it found."""
+    from swell.topologies.addressing import plan_addresses
+    from swell.topologies.layout import Layout, build_layout, stop_layout
+    from swell.topologies.topology import new_prefix
+
+    spec = spec_from_dict({**SMALL, "clients": {"count": 2, "access": {"delay_ms": 1}}})
+    prefix = new_prefix()
+    squatter = f"{prefix}-c0"  # someone else's namespace with the name our c0 wants
+    subprocess.run(["ip", "netns", "add", squatter], check=True)
+    try:
+        with pytest.raises(SwellError, match="in use"):
+            Topology(spec, engine="native", prefix=prefix)
+        layout = Layout(prefix, plan_addresses(spec), kernel_forwarding=False)
+        with pytest.raises(SwellError, match="netns attach"):
+            build_layout(layout)
+        assert len(layout.nodes) == 4 and len(layout.attached) == 3  # r, el, er attached
+        inodes = netns_inodes(prefix)
+        assert stop_layout(layout) == []
+        assert [t for t in traces(prefix, inodes) if squatter not in t] == []
+        assert squatter in os.listdir("/var/run/netns")
+    finally:
+        subprocess.run(["ip", "netns", "del", squatter], capture_output=True)
+    assert traces(prefix) == []
+
+
+def test_capture_stamps_are_bottleneck_departures(tmp_path):
+    """A burst through a 10 Mbit/s bottleneck leaves spaced exactly size/R in the capture."""
+    spec = spec_from_dict({"bottleneck": {"rate_mbps": 10, "delay_ms": 1, "queue_packets": 100}})
+    with Topology(spec, engine="native", capture_dir=tmp_path) as topo:
+        a, b = topo.fg_clients[0], topo.fg_servers[0]
+        topo.run_in(a, ["ping", "-q", "-c", "40", "-l", "40", "-s", "1472", "-i", "0.001",
+                        "-I", a.ip, b.ip])
+    with open(tmp_path / "bottleneck-forward.pcap", "rb") as f:
+        frames = [(ts, len(buf)) for ts, buf in dpkt.pcap.Reader(f)]
+    assert len(frames) == 40 and {size for _, size in frames} == {1514}
+    gaps_us = [(b[0] - a[0]) * 1e6 for a, b in zip(frames, frames[1:], strict=False)]
+    # the serialiser counts the IP packet (1500 B) or the whole frame (1514 B)
+    expected = [size * 8 / 10 for size in (1500, 1514)]
+    median = statistics.median(gaps_us)
+    assert min(abs(median - e) for e in expected) < 1.5, f"median gap {median:.1f} us"
+    # stamps are scheduled departures: while the queue is busy, every gap is exactly size/R
+    # (a gap can only be longer if the sender was descheduled and the queue ran empty)
+    exact = sum(abs(g - median) < 1.5 for g in gaps_us)
+    assert exact >= 0.8 * len(gaps_us) and min(gaps_us) > median - 1.5

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from scapy.layers.l2 import CookedLinux, Ether
 from scapy.utils import PcapNgWriter, wrpcap
 
 from swell.extract.cli import extract_model
-from swell.extract.connections import build_connections
+from swell.extract.connections import ConnTable, build_connections
 from swell.extract.model import load_model, save_model
 from swell.extract.reader import open_trace
 from swell.extract.sessions import Thresholds
@@ -36,7 +37,7 @@ CAP_BPS = 10e6
 class Crafter:
     """Builds packets for TCP connections with exact timing."""
 
-    pkts: list = field(default_factory=list)
+    pkts: list[Any] = field(default_factory=list)
     v6: bool = False
     sll: bool = False
 
@@ -51,7 +52,7 @@ class Crafter:
         ack: int,
         payload: int,
         t: float,
-    ):
+    ) -> None:
         ip = IPv6(src=src, dst=dst) if self.v6 else IP(src=src, dst=dst)
         l2 = (
             CookedLinux(proto=0x86DD if self.v6 else 0x0800)
@@ -148,7 +149,7 @@ def crafted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return cr.write(tmp_path_factory.mktemp("craft") / "craft.pcap"), truth
 
 
-def _table(path: Path, chunk: int = 1 << 18):
+def _table(path: Path, chunk: int = 1 << 18) -> ConnTable:
     with open_trace(path) as tr:
         return build_connections(tr.chunks(chunk))
 

@@ -135,3 +135,16 @@ def test_shared_captures(rel: str, shared_data: Path) -> None:
         pytest.skip(f"{path} not present")
     m = extract_model(path)
     assert m.apps and m.meta["trace"]["connections"] > 0
+
+
+def test_one_directional_says_so_on_screen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "m"
+    assert main(["extract", str(DATA / "pcap" / "netml_demo.pcap"), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "not estimated: packets of the second direction" in text
+    assert "acknowledgement numbers" in text and "fallback (drawn from other hosts)" in text
+    m = load_model(out)
+    assert m.app_info("https-tcp")["bytes_s2c"] > 0  # from the client's ACKs
+    assert m.meta["fallback_counts"]["server/capacity_bps"] == len(m.hosts("server"))

@@ -66,3 +66,24 @@ def test_doctor_render_and_unknown_qdisc():
     text = doctor.render(report)
     assert "qdisc netem  NO" in text and "httperf" in text and "MISSING" in text
     assert "engine auto picks: none" in text
+
+
+def test_owner_alive_uses_pid_and_start_time(tmp_path, monkeypatch):
+    import json
+    import os
+
+    from swell.topologies.topology import process_start
+
+    monkeypatch.setattr(cleanup, "STATE_ROOT", tmp_path)
+    run = tmp_path / "sw00aa"
+    run.mkdir()
+    assert cleanup.owner_alive("sw00aa")  # no state yet: a run that is starting
+    os.utime(run, (0, 0))
+    assert not cleanup.owner_alive("sw00aa")  # an old empty state dir: crashed
+    me = {"owner_pid": os.getpid(), "owner_start": process_start(os.getpid())}
+    (run / "state.json").write_text(json.dumps(me))
+    assert cleanup.owner_alive("sw00aa")
+    (run / "state.json").write_text(json.dumps({**me, "owner_start": me["owner_start"] + 1}))
+    assert not cleanup.owner_alive("sw00aa")  # the pid was reused by another process
+    (run / "state.json").write_text("{not json")
+    assert not cleanup.owner_alive("sw00aa")

@@ -55,6 +55,8 @@ pub struct Port {
     rx_bufs: Vec<Vec<u8>>,
     rx_addrs: Vec<libc::sockaddr_ll>,
     rx_ctrl: Vec<[u64; 16]>,
+    rx_iov: Box<[libc::iovec]>,
+    rx_msgs: Box<[libc::mmsghdr]>,
 }
 
 fn os_err(what: &str) -> String {
@@ -230,9 +232,18 @@ pub fn fix_l4_checksum(frame: &mut [u8]) {
 }
 
 impl Port {
+    /// Opens the port. The engine answers ARP and sends with a MAC one bit
+    /// away from the interface's own: frames for it are "other host" to the
+    /// router namespace's kernel, which then drops them at once instead of
+    /// routing each one (the engine's socket still sees them).
     pub fn open(conf: &PortConf) -> Result<Port, String> {
-        let (fd, mac) = in_netns(&conf.netns, || open_socket(conf))?;
+        let (fd, if_mac) = in_netns(&conf.netns, || open_socket(conf))?;
         let peer_mac = conf.peer_mac.as_deref().map(parse_mac).transpose()?;
+        let mut mac = if_mac;
+        mac[5] ^= 0x01;
+        if Some(mac) == peer_mac {
+            mac[5] ^= 0x03;
+        }
         let gateways = conf.gateway_ips.iter().map(|g| parse_ipv4(g)).collect::<Result<_, _>>()?;
         Ok(Port {
             name: conf.name.clone(),
@@ -248,6 +259,9 @@ impl Port {
             // SAFETY: sockaddr_ll is plain data.
             rx_addrs: (0..BATCH).map(|_| unsafe { zeroed() }).collect(),
             rx_ctrl: vec![[0u64; 16]; BATCH],
+            // SAFETY: iovec/mmsghdr are plain data; pointers are filled before each use.
+            rx_iov: (0..BATCH).map(|_| unsafe { zeroed() }).collect(),
+            rx_msgs: (0..BATCH).map(|_| unsafe { zeroed() }).collect(),
         })
     }
 
@@ -256,28 +270,29 @@ impl Port {
     /// the engine sent itself and truncated frames are left out. Returns the
     /// number of frames the kernel handed over.
     pub fn recv_batch(&mut self, pool: &mut Vec<Vec<u8>>, out: &mut Vec<(Vec<u8>, i128)>) -> usize {
-        // SAFETY: iovecs/msghdrs point into rx_bufs/rx_addrs, which outlive the call.
-        let (n, msgs) = unsafe {
-            let mut iov: [libc::iovec; BATCH] = zeroed();
-            let mut msgs: [libc::mmsghdr; BATCH] = zeroed();
+        // SAFETY: the headers point into rx_bufs/rx_addrs/rx_ctrl/rx_iov, all owned by
+        // this port and alive through the call; only lengths and buffers are refreshed.
+        let n = unsafe {
             for i in 0..BATCH {
-                iov[i].iov_base = self.rx_bufs[i].as_mut_ptr().cast();
-                iov[i].iov_len = SNAP;
-                msgs[i].msg_hdr.msg_iov = &mut iov[i];
-                msgs[i].msg_hdr.msg_iovlen = 1;
-                msgs[i].msg_hdr.msg_name = (&mut self.rx_addrs[i] as *mut libc::sockaddr_ll).cast();
-                msgs[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_ll>() as u32;
-                msgs[i].msg_hdr.msg_control = self.rx_ctrl[i].as_mut_ptr().cast();
-                msgs[i].msg_hdr.msg_controllen = size_of::<[u64; 16]>();
+                self.rx_iov[i].iov_base = self.rx_bufs[i].as_mut_ptr().cast();
+                self.rx_iov[i].iov_len = SNAP;
+                let h = &mut self.rx_msgs[i].msg_hdr;
+                h.msg_iov = &mut self.rx_iov[i];
+                h.msg_iovlen = 1;
+                h.msg_name = (&mut self.rx_addrs[i] as *mut libc::sockaddr_ll).cast();
+                h.msg_namelen = size_of::<libc::sockaddr_ll>() as u32;
+                h.msg_control = self.rx_ctrl[i].as_mut_ptr().cast();
+                h.msg_controllen = size_of::<[u64; 16]>();
+                h.msg_flags = 0;
             }
-            let n = libc::recvmmsg(self.fd, msgs.as_mut_ptr(), BATCH as u32, libc::MSG_TRUNC,
-                                   std::ptr::null_mut());
-            (n, msgs)
+            libc::recvmmsg(self.fd, self.rx_msgs.as_mut_ptr(), BATCH as u32, libc::MSG_TRUNC,
+                           std::ptr::null_mut())
         };
         if n <= 0 {
             return 0;
         }
-        for (i, m) in msgs.iter().enumerate().take(n as usize) {
+        for i in 0..n as usize {
+            let m = &self.rx_msgs[i];
             if self.rx_addrs[i].sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
@@ -408,6 +423,8 @@ mod tests {
             rx_bufs: Vec::new(),
             rx_addrs: Vec::new(),
             rx_ctrl: Vec::new(),
+            rx_iov: Box::new([]),
+            rx_msgs: Box::new([]),
         }
     }
 
