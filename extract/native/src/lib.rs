@@ -7,6 +7,7 @@
 //! return codes plus a one-line message.
 
 pub mod columns;
+pub mod conntrack;
 pub mod dissect;
 pub mod reader;
 pub mod source;

@@ -73,6 +73,7 @@ struct Counters {
     conns_started: u64,
     conns_ok: u64,
     conns_failed: u64,
+    conns_deferred: u64,
     tx_bytes: u64,
     rx_bytes: u64,
 }
@@ -98,7 +99,13 @@ fn to_ns(s: f64) -> u64 {
 }
 
 pub fn run(args: &Args) -> Result<(), String> {
-    args.check_known(&["schedule", "records", "interval-ms", "duration", "udp-timeout-ms"])?;
+    args.check_known(&[
+        "schedule",
+        "records",
+        "interval-ms",
+        "duration",
+        "udp-timeout-ms",
+    ])?;
     let sched = schedule::load(args.req("schedule")?)?;
     let rec_path = args.req("records")?;
     let records = File::create(rec_path).map_err(|e| format!("{rec_path}: {e}"))?;
@@ -120,7 +127,11 @@ pub fn run(args: &Args) -> Result<(), String> {
         k: Counters::default(),
         buf: vec![0u8; 65536],
     };
-    let end = if duration > 0.0 { r.base + to_ns(duration) } else { u64::MAX };
+    let end = if duration > 0.0 {
+        r.base + to_ns(duration)
+    } else {
+        u64::MAX
+    };
     r.main_loop(end, interval)?;
     r.records.flush().map_err(|e| format!("{rec_path}: {e}"))?;
     Ok(())
@@ -163,7 +174,10 @@ impl Runner {
                 wake = wake.min(*at);
             }
             let wait = wake.saturating_sub(mono_ns()).min(100_000_000);
-            match self.poll.poll(&mut events, Some(std::time::Duration::from_nanos(wait))) {
+            match self
+                .poll
+                .poll(&mut events, Some(std::time::Duration::from_nanos(wait)))
+            {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e.to_string()),
@@ -185,10 +199,10 @@ impl Runner {
         let k = &self.k;
         let open = self.conns.len() - self.free.len();
         println!(
-            "{{\"t\":{:.3},\"sessions_started\":{},\"sessions_active\":{},\"sessions_done\":{},\"conns_started\":{},\"conns_active\":{},\"conns_ok\":{},\"conns_failed\":{},\"tx_bytes\":{},\"rx_bytes\":{},\"final\":{}}}",
+            "{{\"t\":{:.3},\"sessions_started\":{},\"sessions_active\":{},\"sessions_done\":{},\"conns_started\":{},\"conns_active\":{},\"conns_ok\":{},\"conns_failed\":{},\"conns_deferred\":{},\"tx_bytes\":{},\"rx_bytes\":{},\"final\":{}}}",
             (now - self.base) as f64 / 1e9, k.sessions_started, k.sessions_started - k.sessions_done,
-            k.sessions_done, k.conns_started, open, k.conns_ok, k.conns_failed, k.tx_bytes,
-            k.rx_bytes, last
+            k.sessions_done, k.conns_started, open, k.conns_ok, k.conns_failed, k.conns_deferred,
+            k.tx_bytes, k.rx_bytes, last
         );
         let _ = std::io::stdout().flush();
     }
@@ -243,28 +257,53 @@ impl Runner {
 
     fn conn_start(&mut self, s: u32, c: u32, now: u64) {
         let r = self.sess[s as usize].rre;
-        self.sess[s as usize].started += 1;
-        self.sess[s as usize].open += 1;
-        self.k.conns_started += 1;
         let client: IpAddr = self.sched.sessions[s as usize].client;
         let (server, proto) = {
             let sp = self.spec(s, r, c);
             (sp.server, sp.proto)
         };
+        let opened = match open_sock(server, SocketAddr::new(client, 0), proto) {
+            Err(OpenError::NoFds) => {
+                // Out of file descriptors: start it as soon as one is free (its
+                // record shows the late start) instead of failing it.
+                self.k.conns_deferred += 1;
+                self.push(now + 1_000_000, Timer::ConnStart { s, c });
+                return;
+            }
+            Err(OpenError::Other(e)) => Err(e),
+            Ok(sock) => Ok(sock),
+        };
+        self.sess[s as usize].started += 1;
+        self.sess[s as usize].open += 1;
+        self.k.conns_started += 1;
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1
         });
         self.gen = self.gen.wrapping_add(1);
-        let opened = open_sock(server, SocketAddr::new(client, 0), proto);
         let (sock, err) = match opened {
             Ok(sock) => (Some(sock), None),
             Err(e) => (None, Some(e)),
         };
-        let phase = if proto == Proto::Tcp { Phase::Connecting } else { Phase::Sending };
+        let phase = if proto == Proto::Tcp {
+            Phase::Connecting
+        } else {
+            Phase::Sending
+        };
         let mut conn = Conn {
-            s, r, c, gen: self.gen, sock, phase, pair: 0, sent: 0, recvd: 0,
-            tx: 0, rx: 0, start: now, local: None,
+            s,
+            r,
+            c,
+            gen: self.gen,
+            sock,
+            phase,
+            pair: 0,
+            sent: 0,
+            recvd: 0,
+            tx: 0,
+            rx: 0,
+            start: now,
+            local: None,
         };
         let interest = Interest::READABLE | Interest::WRITABLE;
         let reg = match &mut conn.sock {
@@ -286,7 +325,9 @@ impl Runner {
     }
 
     fn on_event(&mut self, slot: usize, is_error: bool) {
-        let Some(Some(c)) = self.conns.get_mut(slot) else { return };
+        let Some(Some(c)) = self.conns.get_mut(slot) else {
+            return;
+        };
         if c.phase == Phase::Connecting {
             let Some(Sock::Tcp(t)) = &c.sock else { return };
             if let Ok(Some(e)) | Err(e) = t.take_error() {
@@ -309,7 +350,9 @@ impl Runner {
     /// Move a connection as far as its socket allows.
     fn progress(&mut self, slot: usize) {
         loop {
-            let Some(Some(c)) = self.conns.get(slot) else { return };
+            let Some(Some(c)) = self.conns.get(slot) else {
+                return;
+            };
             let (req, rsp, _) = self.spec(c.s, c.r, c.c).pairs[c.pair];
             let step = match c.phase {
                 Phase::Sending => self.send_some(slot, req as u64, rsp),
@@ -372,7 +415,11 @@ impl Runner {
                         return Step::PairDone;
                     }
                     if let Some(Sock::Udp(_)) = c.sock {
-                        let t = Timer::UdpTimeout { slot: slot as u32, gen: c.gen, pair: c.pair as u32 };
+                        let t = Timer::UdpTimeout {
+                            slot: slot as u32,
+                            gen: c.gen,
+                            pair: c.pair as u32,
+                        };
                         self.push(now + udp_timeout, t);
                     }
                 }
@@ -432,7 +479,13 @@ impl Runner {
             return true;
         }
         c.phase = Phase::Thinking;
-        self.push(mono_ns() + to_ns(think), Timer::PairNext { slot: slot as u32, gen });
+        self.push(
+            mono_ns() + to_ns(think),
+            Timer::PairNext {
+                slot: slot as u32,
+                gen,
+            },
+        );
         false
     }
 
@@ -442,7 +495,9 @@ impl Runner {
 
     /// Close a connection, write its record, and advance its session.
     fn finish(&mut self, slot: usize, err: Option<&str>) {
-        let Some(mut c) = self.conns[slot].take() else { return };
+        let Some(mut c) = self.conns[slot].take() else {
+            return;
+        };
         self.free.push(slot);
         let _ = match &mut c.sock {
             Some(Sock::Tcp(t)) => self.poll.registry().deregister(t),
@@ -496,13 +551,28 @@ enum Step {
     Failed(String),
 }
 
-fn open_sock(server: SocketAddr, local: SocketAddr, proto: Proto) -> Result<Sock, String> {
+enum OpenError {
+    NoFds,
+    Other(String),
+}
+
+fn open_sock(server: SocketAddr, local: SocketAddr, proto: Proto) -> Result<Sock, OpenError> {
     let udp = proto == Proto::Udp;
-    let s = new_socket(&server, Some(local), udp).map_err(|e| format!("socket/bind {local}: {e}"))?;
+    let s = new_socket(&server, Some(local), udp).map_err(|e| {
+        if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
+            OpenError::NoFds
+        } else {
+            OpenError::Other(format!("socket/bind {local}: {e}"))
+        }
+    })?;
     match s.connect(&server.into()) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-        Err(e) => return Err(format!("connect {server}: {e}")),
+        Err(e) => return Err(OpenError::Other(format!("connect {server}: {e}"))),
     }
-    Ok(if udp { Sock::Udp(UdpSocket::from_std(s.into())) } else { Sock::Tcp(TcpStream::from_std(s.into())) })
+    Ok(if udp {
+        Sock::Udp(UdpSocket::from_std(s.into()))
+    } else {
+        Sock::Tcp(TcpStream::from_std(s.into()))
+    })
 }

@@ -24,14 +24,17 @@ fn main() {
         eprintln!("usage: swell-gen serve|run|send|recv|probe [--options]");
         std::process::exit(2);
     };
-    let result = util::Args::parse(&argv[1..], &["connect-only", "rt"]).and_then(|a| match role.as_str() {
-        "serve" => server::serve(&a),
-        "run" => client::run(&a),
-        "send" => pace::send(&a),
-        "recv" => pace::recv(&a),
-        "probe" => pace::probe(&a),
-        other => Err(format!("unknown role {other:?} (serve, run, send, recv, probe)")),
-    });
+    let result =
+        util::Args::parse(&argv[1..], &["connect-only", "rt"]).and_then(|a| match role.as_str() {
+            "serve" => server::serve(&a),
+            "run" => client::run(&a),
+            "send" => pace::send(&a),
+            "recv" => pace::recv(&a),
+            "probe" => pace::probe(&a),
+            other => Err(format!(
+                "unknown role {other:?} (serve, run, send, recv, probe)"
+            )),
+        });
     if let Err(e) = result {
         eprintln!("swell-gen: {e}");
         std::process::exit(2);

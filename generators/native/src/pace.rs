@@ -31,7 +31,8 @@ fn open_out(proto: &str, dst: SocketAddr, src: Option<SocketAddr>) -> Result<Out
     let udp = proto == "udp";
     let s = new_socket(&dst, src, udp).map_err(|e| format!("socket: {e}"))?;
     if udp {
-        s.connect(&dst.into()).map_err(|e| format!("connect {dst}: {e}"))?;
+        s.connect(&dst.into())
+            .map_err(|e| format!("connect {dst}: {e}"))?;
         s.set_nonblocking(false).map_err(|e| e.to_string())?;
         let _ = s.set_send_buffer_size(4 << 20);
         return Ok(Out::Udp(s.into()));
@@ -44,11 +45,24 @@ fn open_out(proto: &str, dst: SocketAddr, src: Option<SocketAddr>) -> Result<Out
 
 pub fn send(args: &Args) -> Result<(), String> {
     args.check_known(&[
-        "dst", "src", "proto", "pps", "size", "dist", "duration", "seed", "spin-us", "interval-ms", "rt",
+        "dst",
+        "src",
+        "proto",
+        "pps",
+        "size",
+        "dist",
+        "duration",
+        "seed",
+        "spin-us",
+        "interval-ms",
+        "rt",
     ])?;
     let dst = parse_addr(args.req("dst")?)?;
     let src = match args.get("src") {
-        Some(a) => Some(SocketAddr::new(a.parse().map_err(|_| format!("bad --src {a:?}"))?, 0)),
+        Some(a) => Some(SocketAddr::new(
+            a.parse().map_err(|_| format!("bad --src {a:?}"))?,
+            0,
+        )),
         None => None,
     };
     let proto = args.get("proto").unwrap_or("udp");
@@ -86,7 +100,11 @@ pub fn send(args: &Args) -> Result<(), String> {
     let mut report = start + interval;
     while next < end && !stopped() {
         if next >= report {
-            println!("{{\"t\":{:.3},\"sent\":{sent},\"tx_bytes\":{}}}", (report - start) as f64 / 1e9, sent * size as u64);
+            println!(
+                "{{\"t\":{:.3},\"sent\":{sent},\"tx_bytes\":{}}}",
+                (report - start) as f64 / 1e9,
+                sent * size as u64
+            );
             let _ = std::io::stdout().flush();
             report += interval;
         }
@@ -147,7 +165,10 @@ impl Log {
 fn set_realtime() -> Result<(), String> {
     let param = libc::sched_param { sched_priority: 10 };
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        return Err(format!("--rt: sched_setscheduler: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "--rt: sched_setscheduler: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     Ok(())
 }
@@ -164,7 +185,9 @@ pub fn recv(args: &Args) -> Result<(), String> {
     let end = mono_ns() + (duration * 1e9) as u64;
     let tick = Some(Duration::from_millis(50));
     let mut last = 0u64;
-    let done = |last: u64| stopped() || mono_ns() > end || (idle > 0 && last > 0 && mono_ns() > last + idle);
+    let done = |last: u64| {
+        stopped() || mono_ns() > end || (idle > 0 && last > 0 && mono_ns() > last + idle)
+    };
     if proto == "udp" {
         let s = new_socket(&addr, Some(addr), true).map_err(|e| format!("bind {addr}: {e}"))?;
         let _ = s.set_recv_buffer_size(8 << 20);
@@ -239,7 +262,10 @@ pub fn probe(args: &Args) -> Result<(), String> {
     args.check_known(&["addr", "src", "timeout", "connect-only"])?;
     let addr = parse_addr(args.req("addr")?)?;
     let src = match args.get("src") {
-        Some(a) => Some(SocketAddr::new(a.parse().map_err(|_| format!("bad --src {a:?}"))?, 0)),
+        Some(a) => Some(SocketAddr::new(
+            a.parse().map_err(|_| format!("bad --src {a:?}"))?,
+            0,
+        )),
         None => None,
     };
     let deadline = mono_ns() + (args.num::<f64>("timeout", 10.0)? * 1e9) as u64;
@@ -261,16 +287,19 @@ pub fn probe(args: &Args) -> Result<(), String> {
 fn probe_once(addr: SocketAddr, src: Option<SocketAddr>, only: bool) -> Result<(), String> {
     let s = new_socket(&addr, src, false).map_err(|e| e.to_string())?;
     s.set_nonblocking(false).map_err(|e| e.to_string())?;
-    s.connect_timeout(&addr.into(), Duration::from_millis(500)).map_err(|e| e.to_string())?;
+    s.connect_timeout(&addr.into(), Duration::from_millis(500))
+        .map_err(|e| e.to_string())?;
     if only {
         return Ok(());
     }
     let mut t: TcpStream = s.into();
-    t.set_read_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
+    t.set_read_timeout(Some(Duration::from_millis(500)))
+        .map_err(|e| e.to_string())?;
     let mut hdr = [0u8; TCP_HDR];
     put_u32(&mut hdr, 0, TCP_HDR as u32);
     put_u32(&mut hdr, 4, 8);
     t.write_all(&hdr).map_err(|e| e.to_string())?;
     let mut back = [0u8; 8];
-    t.read_exact(&mut back).map_err(|e| format!("no answer: {e}"))
+    t.read_exact(&mut back)
+        .map_err(|e| format!("no answer: {e}"))
 }

@@ -85,13 +85,19 @@ fn check_session(s: &Session, line: usize) -> Result<(), String> {
             return bad("an RRE has a negative gap or no connections".into());
         }
         for c in &r.conns {
-            let min = if c.proto == Proto::Tcp { TCP_HDR } else { UDP_HDR } as u32;
+            let min = if c.proto == Proto::Tcp {
+                TCP_HDR
+            } else {
+                UDP_HDR
+            } as u32;
             if !(c.offset >= 0.0) || c.pairs.is_empty() {
                 return bad("a connection has a negative offset or no pairs".into());
             }
             for &(req, _rsp, think) in &c.pairs {
                 if req < min || !(think >= 0.0) {
-                    return bad(format!("request of {req} bytes (< {min}) or negative think"));
+                    return bad(format!(
+                        "request of {req} bytes (< {min}) or negative think"
+                    ));
                 }
             }
         }
@@ -126,7 +132,10 @@ pub fn load(path: &str) -> Result<Schedule, String> {
             serde_json::from_str(&line).map_err(|e| format!("{path}: line {}: {e}", i + 2))?;
         check_session(&s, i + 2).map_err(|e| format!("{path}: {e}"))?;
         if s.t < last_t {
-            return Err(format!("{path}: line {}: sessions are not in start-time order", i + 2));
+            return Err(format!(
+                "{path}: line {}: sessions are not in start-time order",
+                i + 2
+            ));
         }
         last_t = s.t;
         sessions.push(s);

@@ -40,14 +40,18 @@ struct Stats {
     bytes_out: u64,
     udp_requests: u64,
     udp_send_drops: u64,
+    accept_errors: u64,
 }
 
 const CONN_BASE: usize = 1 << 20;
 
 pub fn serve(args: &Args) -> Result<(), String> {
     args.check_known(&["listen", "proto"])?;
-    let addrs: Vec<SocketAddr> =
-        args.all("listen").iter().map(|a| parse_addr(a)).collect::<Result<_, _>>()?;
+    let addrs: Vec<SocketAddr> = args
+        .all("listen")
+        .iter()
+        .map(|a| parse_addr(a))
+        .collect::<Result<_, _>>()?;
     if addrs.is_empty() {
         return Err("serve needs at least one --listen ADDR:PORT".into());
     }
@@ -79,9 +83,9 @@ pub fn serve(args: &Args) -> Result<(), String> {
     std::io::stdout().flush().ok();
     let stats = event_loop(&mut poll, &mut listeners)?;
     println!(
-        "{{\"accepted\":{},\"requests\":{},\"bytes_in\":{},\"bytes_out\":{},\"udp_requests\":{},\"udp_send_drops\":{}}}",
+        "{{\"accepted\":{},\"requests\":{},\"bytes_in\":{},\"bytes_out\":{},\"udp_requests\":{},\"udp_send_drops\":{},\"accept_errors\":{}}}",
         stats.accepted, stats.requests, stats.bytes_in, stats.bytes_out, stats.udp_requests,
-        stats.udp_send_drops
+        stats.udp_send_drops, stats.accept_errors
     );
     Ok(())
 }
@@ -140,7 +144,11 @@ fn accept_all(
                     conns.len() - 1
                 });
                 let interest = Interest::READABLE | Interest::WRITABLE;
-                if poll.registry().register(&mut stream, Token(CONN_BASE + slot), interest).is_err() {
+                if poll
+                    .registry()
+                    .register(&mut stream, Token(CONN_BASE + slot), interest)
+                    .is_err()
+                {
                     free.push(slot);
                     continue;
                 }
@@ -155,8 +163,11 @@ fn accept_all(
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return, // EMFILE and friends: retry on the next event
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
+                stats.accept_errors += 1;
+                return; // out of descriptors: retried on the next event
+            }
+            Err(_) => continue, // ECONNABORTED, EINTR, ...: the next one may be fine
         }
     }
 }

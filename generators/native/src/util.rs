@@ -32,14 +32,33 @@ pub fn install_stop_handlers() {
     }
 }
 
-/// Raise the open-file limit to its hard maximum (thousands of sockets).
+/// Raise the open-file limit for tens of thousands of sockets: to the kernel's
+/// `nr_open` (up to 2^20) when allowed (root), else to the hard limit.
 pub fn raise_nofile() {
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        .min(1 << 20);
     unsafe {
-        let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return;
         }
+        if nr_open > r.rlim_max as u64 {
+            let big = libc::rlimit {
+                rlim_cur: nr_open as _,
+                rlim_max: nr_open as _,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &big) == 0 {
+                return;
+            }
+        }
+        r.rlim_cur = r.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
     }
 }
 
@@ -49,7 +68,10 @@ pub fn stopped() -> bool {
 
 /// CLOCK_MONOTONIC in nanoseconds (shared by every network namespace).
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -61,7 +83,12 @@ pub fn sleep_until_ns(t: u64) {
         tv_nsec: (t % 1_000_000_000) as libc::c_long,
     };
     unsafe {
-        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
     };
 }
 
@@ -96,17 +123,40 @@ fn domain_of(addr: &SocketAddr) -> Domain {
     }
 }
 
-/// A non-blocking socket, optionally bound to `local` (port 0 = any) with IP_FREEBIND.
+/// A non-blocking socket, optionally bound to `local` with IP_FREEBIND: a fixed
+/// port is a server (SO_REUSEADDR), port 0 a client (IP_BIND_ADDRESS_NO_PORT for TCP).
 pub fn new_socket(
     peer_or_local: &SocketAddr,
     local: Option<SocketAddr>,
     udp: bool,
 ) -> std::io::Result<Socket> {
-    let (ty, proto) = if udp { (Type::DGRAM, Protocol::UDP) } else { (Type::STREAM, Protocol::TCP) };
+    let (ty, proto) = if udp {
+        (Type::DGRAM, Protocol::UDP)
+    } else {
+        (Type::STREAM, Protocol::TCP)
+    };
     let s = Socket::new(domain_of(peer_or_local), ty, Some(proto))?;
     s.set_nonblocking(true)?;
     if let Some(local) = local {
-        s.set_reuse_address(true)?;
+        if local.port() != 0 {
+            s.set_reuse_address(true)?; // a server address: rebind right after a restart
+        } else if !udp {
+            // Client side: pick the port at connect() time, knowing the 4-tuple, so
+            // thousands of connections from one address never collide or run dry.
+            let one: libc::c_int = 1;
+            let rc = unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&s),
+                    libc::IPPROTO_IP,
+                    libc::IP_BIND_ADDRESS_NO_PORT,
+                    &one as *const libc::c_int as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
         if local.is_ipv4() {
             s.set_freebind(true)?;
         } else {
@@ -122,7 +172,8 @@ pub fn new_socket(
 
 /// Parse "a.b.c.d:port" or "[v6]:port" with a readable error.
 pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
-    text.parse::<SocketAddr>().map_err(|e| format!("bad address {text:?}: {e}"))
+    text.parse::<SocketAddr>()
+        .map_err(|e| format!("bad address {text:?}: {e}"))
 }
 
 pub fn u32_at(buf: &[u8], i: usize) -> u32 {
@@ -143,7 +194,9 @@ impl Args {
         let mut pairs = Vec::new();
         let mut i = 0;
         while i < argv.len() {
-            let key = argv[i].strip_prefix("--").ok_or(format!("unexpected argument {:?}", argv[i]))?;
+            let key = argv[i]
+                .strip_prefix("--")
+                .ok_or(format!("unexpected argument {:?}", argv[i]))?;
             if flags.contains(&key) {
                 pairs.push((key.to_string(), "1".to_string()));
                 i += 1;
@@ -164,10 +217,18 @@ impl Args {
         Ok(())
     }
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
     pub fn all(&self, key: &str) -> Vec<&str> {
-        self.pairs.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
+        self.pairs
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
     }
     pub fn req(&self, key: &str) -> Result<&str, String> {
         self.get(key).ok_or(format!("--{key} is required"))
@@ -175,7 +236,9 @@ impl Args {
     pub fn num<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, String> {
         match self.get(key) {
             None => Ok(default),
-            Some(v) => v.parse::<T>().map_err(|_| format!("--{key}: bad number {v:?}")),
+            Some(v) => v
+                .parse::<T>()
+                .map_err(|_| format!("--{key}: bad number {v:?}")),
         }
     }
     pub fn flag(&self, key: &str) -> bool {

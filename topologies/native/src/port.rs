@@ -343,7 +343,7 @@ impl Port {
                 done += sent as usize;
             }
         }
-        pool.extend(self.txq.drain(..));
+        pool.append(&mut self.txq);
     }
 
     /// The kernel's count of frames it dropped before the engine read them.

@@ -1,0 +1,210 @@
+"""ctypes binding of the native connection tracker (``extract/native/src/conntrack.rs``).
+
+Design: :class:`NativeTracker` owns a Rust ``Tracker``. :meth:`NativeTracker.add`
+passes a reader chunk's numpy columns by pointer (no copy when the dtypes are
+the reader's, which they always are for real traces); the tracker runs the
+exact per-chunk semantics of the numpy :class:`~swell.extract.connections.ConnectionBuilder`
+(the reference implementation) as sequential loops. :meth:`NativeTracker.export`
+copies the tracker's state out as the numpy builder's state columns (``conn``,
+``gdir``, finished runs, host table, packet-pair histogram), so that both
+implementations share one ``finish`` step and their ``ConnTable`` can be
+compared column by column.
+
+Packet-pair estimates whose histogram bin lies within 1e-7 of a bin edge are
+binned here with numpy's ``log10`` (libm's may differ by an ulp), so the
+histogram is identical too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from swell.native import native_artifact
+
+RUN_KEYS = ("open", "dir", "bytes", "t0", "t1", "seq", "pkts")
+# Column order of the C ABI (conn_col / dir_col / swell_ct_run_col in conntrack.rs).
+CONN_COLS = (
+    "proto", "ep_lo", "ep_hi", "first_ns", "last_ns", "syn_ns", "synack_ns", "ack_ns",
+    "syn_dir", "synack_dir", "first_dir", "client_isn", "rst", "h_lo", "ports",
+    *(f"run_{k}" for k in RUN_KEYS), *(f"vrun_{k}" for k in RUN_KEYS),
+)  # fmt: skip
+DIR_COLS = (
+    "pkts", "wire", "data_pkts", "retx", "new_bytes", "base", "has_base", "max_end", "fin",
+    "max_pl", "prev_ts", "prev_pl", "ack_base", "has_ack_base", "max_ack", "ack_adv",
+)  # fmt: skip
+# The state columns ``finish`` reads (the rest only matters while packets arrive).
+FINISH_CONN_COLS = (
+    "proto", "ep_lo", "ep_hi", "first_ns", "last_ns", "syn_ns", "synack_ns", "ack_ns",
+    "syn_dir", "synack_dir", "first_dir", "rst",
+)  # fmt: skip
+FINISH_DIR_COLS = ("pkts", "wire", "data_pkts", "retx", "new_bytes", "fin", "ack_adv")
+FINAL_RUN_COLS = ("cid", "dir", "bytes", "pkts", "t0", "t1")
+
+# Chunk columns passed to swell_ct_add, in the order of struct CtChunk.
+CHUNK_COLS: tuple[tuple[str, Any], ...] = (
+    ("ts_ns", np.int64), ("wirelen", np.uint32), ("ipver", np.uint8), ("proto", np.uint8),
+    ("frag", np.uint8), ("saddr_hi", np.uint64), ("saddr_lo", np.uint64),
+    ("daddr_hi", np.uint64), ("daddr_lo", np.uint64), ("sport", np.uint16),
+    ("dport", np.uint16), ("tcp_flags", np.uint8), ("seq", np.uint32), ("ack", np.uint32),
+    ("ip_len", np.uint32), ("payload_len", np.uint32), ("l4_ok", np.bool_),
+)  # fmt: skip
+
+
+class _CtChunk(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_void_p) for name, _ in CHUNK_COLS]
+
+
+_LIB: ctypes.CDLL | None = None
+
+
+def _lib() -> ctypes.CDLL:
+    global _LIB
+    if _LIB is None:
+        lib = ctypes.CDLL(str(native_artifact("libswell_pcap.so")))
+        vp, i64 = ctypes.c_void_p, ctypes.c_int64
+        sigs: dict[str, tuple[list[Any], Any]] = {
+            "swell_ct_new": ([i64, i64], vp),
+            "swell_ct_free": ([vp], None),
+            "swell_ct_add": ([vp, ctypes.POINTER(_CtChunk), ctypes.c_size_t, vp, ctypes.c_size_t],
+                             ctypes.c_int32),
+            "swell_ct_sizes": ([vp, vp], ctypes.c_int32),
+            "swell_ct_export": ([vp] * 5, ctypes.c_int32),
+            "swell_ct_final_runs": ([vp, vp, ctypes.c_size_t], i64),
+            "swell_ct_tables": ([vp] * 7, ctypes.c_int32),
+        }  # fmt: skip
+        for name, (args, res) in sigs.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+        _LIB = lib
+    return _LIB
+
+
+def _ptr(a: np.ndarray) -> int:
+    return int(a.ctypes.data)
+
+
+class NativeTracker:
+    """One native tracker: ``add`` chunks, then ``export`` the state once."""
+
+    def __init__(self, udp_idle_ns: int, tcp_idle_ns: int) -> None:
+        self._lib = _lib()
+        self._h = self._lib.swell_ct_new(udp_idle_ns, tcp_idle_ns)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swell-ct")
+        self._pending: Future[None] | None = None
+
+    def __del__(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True)
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            self._lib.swell_ct_free(h)
+
+    def add(self, chunk: Any) -> None:
+        """Feed one reader chunk. The work runs in a worker thread (ctypes releases the
+        GIL) while the caller reads the next chunk, so ``chunk`` must not be modified
+        afterwards; an error (RuntimeError on a hash collision, as numpy's) surfaces at
+        the next call."""
+        self.wait()
+        if len(chunk):
+            self._pending = self._pool.submit(self._add_now, chunk)
+
+    def wait(self) -> None:
+        """Finish the chunk in progress (re-raising its error)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _add_now(self, chunk: Any) -> None:
+        n = len(chunk)
+        cols = [np.ascontiguousarray(getattr(chunk, k), dtype=t) for k, t in CHUNK_COLS]
+        cc = _CtChunk(*(_ptr(a) for a in cols))
+        err = ctypes.create_string_buffer(256)
+        if self._lib.swell_ct_add(self._h, ctypes.byref(cc), n, err, len(err)) != 0:
+            raise RuntimeError(err.value.decode(errors="replace") or "native tracker failed")
+
+    def sizes(self) -> np.ndarray:
+        self.wait()
+        out = np.zeros(14, dtype=np.int64)
+        self._lib.swell_ct_sizes(self._h, _ptr(out))
+        return out
+
+    def export(self, dtypes: dict[str, Any]) -> dict[str, Any]:
+        """The tracker's state as the numpy builder holds it (see module docstring);
+        ``dtypes`` gives the numpy dtype of state columns that are not int64."""
+        lib, h, keep = self._lib, self._h, []
+        sz = self.sizes()
+        n, nhosts, nhist, namb = int(sz[0]), int(sz[3]), int(sz[4]), int(sz[5])
+        conn = {k: np.empty(n, dtype=dtypes.get(k, np.int64)) for k in FINISH_CONN_COLS}
+        gdir = {k: np.empty(2 * n, dtype=dtypes.get(k, np.int64)) for k in FINISH_DIR_COLS}
+        args = []
+        for names, cols in ((CONN_COLS, conn), (DIR_COLS, gdir)):
+            # a null pointer (width 0) skips a column
+            width = np.array([cols[k].itemsize if k in cols else 0 for k in names], np.uint8)
+            if not set(width.tolist()) <= {0, 1, 8}:
+                raise ValueError("state columns must be 1- or 8-byte")
+            args += [_ptrs(cols[k] if k in cols else None for k in names), _ptr(width)]
+            keep.append(width)
+        lib.swell_ct_export(h, *args)
+        nruns = int(lib.swell_ct_final_runs(h, _ptrs([]), 0))
+        runs = {name: np.empty(nruns, dtype=np.int64) for name in FINAL_RUN_COLS}
+        lib.swell_ct_final_runs(h, _ptrs(runs.values()), nruns)
+        hi, lo = np.empty(nhosts, dtype=np.uint64), np.empty(nhosts, dtype=np.uint64)
+        hkey, hcnt = np.empty(nhist, dtype=np.int64), np.empty(nhist, dtype=np.int64)
+        ahost, abps = np.empty(namb, dtype=np.int64), np.empty(namb, dtype=np.float64)
+        lib.swell_ct_tables(h, *(_ptr(a) for a in (hi, lo, hkey, hcnt, ahost, abps)))
+        return {
+            "conn": conn, "gdir": gdir, "runs": runs,
+            "hosts": list(zip(hi.tolist(), lo.tolist(), strict=True)),
+            "hist": (hkey, hcnt), "ambiguous": (ahost, abps),
+            "packets": int(sz[6]), "duplicates": int(sz[7]),
+            "skipped": dict(zip(("non_ip", "not_tcp_udp", "no_l4", "fragment"),
+                                (int(x) for x in sz[8:12]), strict=True)),
+            "t0_ns": int(sz[13]) if sz[12] else None,
+        }  # fmt: skip
+
+
+def _ptrs(arrays: Iterable[np.ndarray | None]) -> Any:
+    """A C array of the arrays' data pointers (None: a null pointer)."""
+    ps = [_ptr(a) if a is not None else None for a in arrays]
+    return (ctypes.c_void_p * max(len(ps), 1))(*ps)
+
+
+def load_state(b: Any) -> None:
+    """Make a native ``ConnectionBuilder``'s tracker state its own (then free the tracker)."""
+    from swell.extract import connections as cn
+
+    dtypes = {k: a.dtype for grow in (b.conn, b.gdir) for k, a in grow.a.items()}
+    st = b._native.export(dtypes)
+    b._native = None
+    for grow, cols in ((b.conn, st["conn"]), (b.gdir, st["gdir"])):
+        grow.a = cols
+        grow.n = grow.cap = len(next(iter(cols.values())))
+    b.runs, b.vruns, b.final_runs = [], [], st["runs"]
+    b.host_addr = st["hosts"]
+    b.pair_hist = pair_histogram(
+        st["hist"], st["ambiguous"], cn.CAP_NBINS, cn.CAP_LOG_MIN, cn.CAP_BINS_PER_DECADE
+    )
+    b.t0_ns, b.packets, b.duplicates = st["t0_ns"], st["packets"], st["duplicates"]
+    b.skipped = st["skipped"]
+
+
+def pair_histogram(
+    hist: tuple[np.ndarray, np.ndarray], ambiguous: tuple[np.ndarray, np.ndarray], nbins: int,
+    log_min: float, per_decade: int,
+) -> dict[int, int]:
+    """The packet-pair histogram dict (sorted by code), binning ambiguous pairs with numpy."""
+    codes, counts = hist
+    host, bps = ambiguous
+    if len(bps):
+        b = np.clip(((np.log10(bps) - log_min) * per_decade).astype(np.int64), 0, nbins - 1)
+        codes = np.r_[codes, host * nbins + b]
+        counts = np.r_[counts, np.ones(len(bps), dtype=np.int64)]
+    u, inv = np.unique(codes, return_inverse=True)
+    tot = np.bincount(inv, weights=counts, minlength=len(u)).astype(np.int64)
+    return dict(zip(u.tolist(), tot.tolist(), strict=True))
