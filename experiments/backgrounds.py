@@ -191,12 +191,23 @@ def _swing(topo: Any, model: Path | None, out: Path, duration_s: float, seed: in
     servers = [h.ip for h in topo.servers]
     sched = build_schedule(apps, clients, servers, duration_s, seed, scale=scale)
     path = write_schedule(out / "schedule.jsonl", sched)
-    # Every client (server) namespace runs one swell-gen; sessions are split by client node.
+    # One swell-gen per namespace: emulated hosts are multiplexed onto a few namespaces,
+    # and a socket can only bind an address of its own namespace.
     return SwingGenerator(SwingConfig(
         schedule=path, out_dir=out,
         server=place_of(topo, topo.servers[0]), client=place_of(topo, topo.clients[0]),
+        server_groups=_groups(topo, topo.servers), client_groups=_groups(topo, topo.clients),
         duration_s=duration_s,
     ))
+
+
+def _groups(topo: Any, hosts: list[Any]) -> list[Any]:
+    from swell.generators.swing import PlaceHosts
+
+    by_node: dict[str, list[Any]] = {}
+    for h in hosts:
+        by_node.setdefault(h.node, []).append(h)
+    return [PlaceHosts(place_of(topo, hs[0]), [h.ip for h in hs]) for hs in by_node.values()]
 
 
 def _cbr(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path, duration_s: float,

@@ -43,7 +43,9 @@ FINISH_CONN_COLS = (
     "syn_dir", "synack_dir", "first_dir", "rst",
 )  # fmt: skip
 FINISH_DIR_COLS = ("pkts", "wire", "data_pkts", "retx", "new_bytes", "fin", "ack_adv")
-FINAL_RUN_COLS = ("cid", "dir", "bytes", "pkts", "t0", "t1")
+PAIR_COLS = (
+    "conn", "req_size", "rsp_size", "req_t0", "req_t1", "rsp_t0", "rsp_t1", "think_before",
+)  # fmt: skip
 
 # Chunk columns passed to swell_ct_add, in the order of struct CtChunk.
 CHUNK_COLS: tuple[tuple[str, Any], ...] = (
@@ -74,7 +76,8 @@ def _lib() -> ctypes.CDLL:
                              ctypes.c_int32),
             "swell_ct_sizes": ([vp, vp], ctypes.c_int32),
             "swell_ct_export": ([vp] * 5, ctypes.c_int32),
-            "swell_ct_final_runs": ([vp, vp, ctypes.c_size_t], i64),
+            "swell_ct_pairs": ([vp, vp, ctypes.c_size_t, i64], i64),
+            "swell_ct_pairs_copy": ([vp, vp], ctypes.c_int32),
             "swell_ct_tables": ([vp] * 7, ctypes.c_int32),
         }  # fmt: skip
         for name, (args, res) in sigs.items():
@@ -151,15 +154,12 @@ class NativeTracker:
             args += [_ptrs(cols[k] if k in cols else None for k in names), _ptr(width)]
             keep.append(width)
         lib.swell_ct_export(h, *args)
-        nruns = int(lib.swell_ct_final_runs(h, _ptrs([]), 0))
-        runs = {name: np.empty(nruns, dtype=np.int64) for name in FINAL_RUN_COLS}
-        lib.swell_ct_final_runs(h, _ptrs(runs.values()), nruns)
         hi, lo = np.empty(nhosts, dtype=np.uint64), np.empty(nhosts, dtype=np.uint64)
         hkey, hcnt = np.empty(nhist, dtype=np.int64), np.empty(nhist, dtype=np.int64)
         ahost, abps = np.empty(namb, dtype=np.int64), np.empty(namb, dtype=np.float64)
         lib.swell_ct_tables(h, *(_ptr(a) for a in (hi, lo, hkey, hcnt, ahost, abps)))
         return {
-            "conn": conn, "gdir": gdir, "runs": runs,
+            "conn": conn, "gdir": gdir,
             "hosts": list(zip(hi.tolist(), lo.tolist(), strict=True)),
             "hist": (hkey, hcnt), "ambiguous": (ahost, abps),
             "packets": int(sz[6]), "duplicates": int(sz[7]),
@@ -167,6 +167,19 @@ class NativeTracker:
                                 (int(x) for x in sz[8:12]), strict=True)),
             "t0_ns": int(sz[13]) if sz[12] else None,
         }  # fmt: skip
+
+    def pairs(self, cdir: np.ndarray, t0: int) -> dict[str, np.ndarray]:
+        """Request/response pairs, exactly as ``sessions.pairs_from_runs`` on the runs
+        ``finish`` would collect (``cdir``: the client's direction per connection)."""
+        self.wait()
+        cd = np.ascontiguousarray(cdir, dtype=np.int64)
+        n = int(self._lib.swell_ct_pairs(self._h, _ptr(cd), len(cd), t0))
+        if n < 0:
+            raise ValueError("client directions do not match the connections")
+        out = {k: np.empty(n, dtype=np.int64) for k in PAIR_COLS[:3]}
+        out |= {k: np.empty(n, dtype=np.float64) for k in PAIR_COLS[3:]}
+        self._lib.swell_ct_pairs_copy(self._h, _ptrs(out.values()))
+        return out
 
 
 def _ptrs(arrays: Iterable[np.ndarray | None]) -> Any:
@@ -180,12 +193,19 @@ def load_state(b: Any) -> None:
     from swell.extract import connections as cn
 
     dtypes = {k: a.dtype for grow in (b.conn, b.gdir) for k, a in grow.a.items()}
-    st = b._native.export(dtypes)
+    tracker = b._native
+    st = tracker.export(dtypes)
     b._native = None
     for grow, cols in ((b.conn, st["conn"]), (b.gdir, st["gdir"])):
         grow.a = cols
         grow.n = grow.cap = len(next(iter(cols.values())))
-    b.runs, b.vruns, b.final_runs = [], [], st["runs"]
+    b.runs, b.vruns = [], []
+
+    def pairs(cdir: np.ndarray, t0: int) -> dict[str, np.ndarray]:
+        b.native_pairs = None  # the tracker goes once the pairs are out
+        return tracker.pairs(cdir, t0)
+
+    b.native_pairs = pairs
     b.host_addr = st["hosts"]
     b.pair_hist = pair_histogram(
         st["hist"], st["ambiguous"], cn.CAP_NBINS, cn.CAP_LOG_MIN, cn.CAP_BINS_PER_DECADE
@@ -195,8 +215,11 @@ def load_state(b: Any) -> None:
 
 
 def pair_histogram(
-    hist: tuple[np.ndarray, np.ndarray], ambiguous: tuple[np.ndarray, np.ndarray], nbins: int,
-    log_min: float, per_decade: int,
+    hist: tuple[np.ndarray, np.ndarray],
+    ambiguous: tuple[np.ndarray, np.ndarray],
+    nbins: int,
+    log_min: float,
+    per_decade: int,
 ) -> dict[int, int]:
     """The packet-pair histogram dict (sorted by code), binning ambiguous pairs with numpy."""
     codes, counts = hist

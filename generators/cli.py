@@ -22,10 +22,17 @@ import json
 import tempfile
 from pathlib import Path
 
+from swell.errors import SwellError
 from swell.generators.base import Local, Netns, Place, run_generator
 from swell.generators.cbr import CbrConfig, CbrGenerator, parse_rate
 from swell.generators.schedule import build_schedule, load_app_samples, write_schedule
-from swell.generators.swing import SwingConfig, SwingGenerator, load_records, verify_records
+from swell.generators.swing import (
+    PlaceHosts,
+    SwingConfig,
+    SwingGenerator,
+    load_records,
+    verify_records,
+)
 from swell.native import native_artifact
 
 
@@ -53,11 +60,25 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+def _groups(specs: list[str] | None) -> list[PlaceHosts] | None:
+    """``NS=ADDR,ADDR`` options -> PlaceHosts (one namespace each)."""
+    if not specs:
+        return None
+    out = []
+    for spec in specs:
+        ns, sep, addrs = spec.partition("=")
+        if not sep or not ns or not _split(addrs):
+            raise SwellError(spec, "expected NAMESPACE=ADDR[,ADDR...]")
+        out.append(PlaceHosts(Netns(ns), _split(addrs)))
+    return out
+
+
 def cmd_swing(args: argparse.Namespace) -> int:
     out = _out_dir(args.out, "swing")
     cfg = SwingConfig(Path(args.schedule), out, server=_place(args.dst_ns),
                       client=_place(args.src_ns), interval_ms=args.interval_ms,
-                      duration_s=args.duration)
+                      duration_s=args.duration, server_groups=_groups(args.server_group),
+                      client_groups=_groups(args.client_group))
     gen = SwingGenerator(cfg)
     res = run_generator(gen, duration_s=None, warmup_s=args.warmup, label="swing")
     problems = verify_records(gen.sched, load_records(res.files["records"]))
@@ -115,7 +136,8 @@ def _add_cbr(sub: argparse._SubParsersAction, name: str, dist: str | None) -> No
     p.add_argument("--engine", choices=("swell", "ditg"), default="swell")
     p.add_argument("--signal-port", type=int, default=9000, help="D-ITG signalling port")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--rt", action="store_true", help="SCHED_FIFO sender (root; swell engine)")
+    p.add_argument("--rt", action="store_true",
+                   help="SCHED_FIFO sender (root): swell-gen --rt, or chrt for ITGSend")
     _add_places(p)
     p.set_defaults(func=lambda a: cmd_cbr(a, dist))
 
@@ -142,6 +164,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule", required=True, help="schedule file (swell gen schedule)")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p.add_argument("--interval-ms", type=int, default=1000, help="counter interval")
+    p.add_argument("--client-group", action="append", metavar="NS=ADDR,...",
+                   help="client hosts living in namespace NS (repeat; instead of --src-ns)")
+    p.add_argument("--server-group", action="append", metavar="NS=ADDR,...",
+                   help="server hosts living in namespace NS (repeat; instead of --dst-ns)")
     _add_places(p)
     p.set_defaults(func=cmd_swing)
 

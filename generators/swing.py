@@ -7,9 +7,16 @@ client side is one ``swell-gen run`` executing the schedule (see
 :mod:`swell.generators.schedule`): each session binds its sockets to its
 client host's address, so the traffic crosses that host's emulated link.
 
-Readiness: wait for the server's ``READY`` line, then probe every distinct
-server address from the client side with a real request/response
-(``swell-gen probe``). Live counters (sessions active, connections/s, Mbit/s
+A topology may spread the emulated hosts of a side over several namespaces:
+``server_groups``/``client_groups`` (:class:`PlaceHosts`) then start one
+``serve`` per server namespace (listening on its hosts' addresses) and one
+``run`` per client namespace, each with the sessions of its hosts (written
+as a sub-schedule; session ids kept); counters are summed across runners
+and records concatenated into one ``records.jsonl``.
+
+Readiness: wait for every server's ``READY`` line, then probe every
+distinct server address from the (first) client side with a real
+request/response (``swell-gen probe``). Live counters (sessions active, connections/s, Mbit/s
 per direction) come from ``run``'s JSON lines on stdout. Results: the counter
 series, a summary, and ``records.jsonl`` (one line per connection: session,
 rre, conn, app, proto, client, server, start, end, tx, rx, exp_tx, exp_rx,
@@ -34,8 +41,16 @@ from swell.generators.base import (
     counter_series,
     parse_json_lines,
 )
-from swell.generators.schedule import Schedule, read_schedule
+from swell.generators.schedule import Schedule, Session, read_schedule, write_schedule
 from swell.native import native_artifact
+
+
+@dataclass
+class PlaceHosts:
+    """Emulated host addresses that live in one place (one namespace of a topology)."""
+
+    place: Place
+    addresses: list[str]
 
 
 @dataclass
@@ -44,14 +59,31 @@ class SwingConfig:
     out_dir: Path
     server: Place = field(default_factory=Local)
     client: Place = field(default_factory=Local)
-    listen: list[str] | None = None  # default: every ADDR:PORT in the schedule
+    # Several namespaces per side: one serve per server place (listening on its
+    # hosts' ADDR:PORTs in the schedule), one run per client place (its sessions).
+    server_groups: list[PlaceHosts] | None = None
+    client_groups: list[PlaceHosts] | None = None
     interval_ms: int = 1000
-    duration_s: float | None = None  # default: the schedule's duration
+    duration_s: float | None = None  # hard stop; default: until every session ends
     udp_timeout_ms: int = 2000
 
 
+def _ip(addr_port: str) -> str:
+    return addr_port.rsplit(":", 1)[0].strip("[]")
+
+
+def _merge_counters(latest: list[dict[str, Any]]) -> dict[str, Any]:
+    """One cumulative counter line from the latest line of every runner."""
+    out: dict[str, Any] = {"t": max(r["t"] for r in latest),
+                           "final": all(r.get("final", False) for r in latest)}
+    for key, value in latest[0].items():
+        if key not in out and isinstance(value, int | float):
+            out[key] = sum(r.get(key, 0) for r in latest)
+    return out
+
+
 class SwingGenerator(Generator):
-    """Swing sessions from a schedule file."""
+    """Swing sessions from a schedule file, on one or several places per side."""
 
     name = "swing"
 
@@ -59,59 +91,109 @@ class SwingGenerator(Generator):
         super().__init__()
         self.cfg = cfg
         self.sched: Schedule = read_schedule(cfg.schedule)
-        self.server: Proc | None = None
-        self.client: Proc | None = None
-        self.records_path = Path(cfg.out_dir) / "records.jsonl"
+        self.out = Path(cfg.out_dir)
+        self.servers: list[Proc] = []
+        self.clients: list[Proc] = []
+        self.lines: list[list[dict[str, Any]]] = []  # counter lines per runner
+        self.records_path = self.out / "records.jsonl"
+        self.server_plan = self._server_plan()
+        self.client_plan = self._client_plan()
+
+    def _server_plan(self) -> list[tuple[Place, list[str]]]:
+        wanted = self.sched.servers()
+        if not self.cfg.server_groups:
+            return [(self.cfg.server, wanted)]
+        plan = [(g.place, [a for a in wanted if _ip(a) in set(g.addresses)])
+                for g in self.cfg.server_groups]
+        covered = {a for _, addrs in plan for a in addrs}
+        if missing := sorted(set(wanted) - covered):
+            raise SwellError(self.cfg.schedule, f"servers in no server group: {missing[:5]}")
+        return [(place, addrs) for place, addrs in plan if addrs]
+
+    def _client_plan(self) -> list[tuple[Place, list[Session]]]:
+        if not self.cfg.client_groups:
+            return [(self.cfg.client, self.sched.sessions)]
+        plan = [(g.place, [s for s in self.sched.sessions if s.client in set(g.addresses)])
+                for g in self.cfg.client_groups]
+        if sum(len(ss) for _, ss in plan) != len(self.sched.sessions):
+            raise SwellError(self.cfg.schedule, "some session clients are in no client group "
+                                                "(or in two)")
+        return [(place, ss) for place, ss in plan if ss]
 
     def start_server(self) -> None:
         exe = str(native_artifact("swell-gen"))
-        listen = self.cfg.listen or self.sched.servers()
-        argv = [exe, "serve"] + [a for addr in listen for a in ("--listen", addr)]
-        self.server = self.spawn("swell-gen serve", self.cfg.server, argv)
+        for i, (place, listen) in enumerate(self.server_plan):
+            argv = [exe, "serve"] + [a for addr in listen for a in ("--listen", addr)]
+            self.servers.append(self.spawn(f"swell-gen serve [{i}]", place, argv))
 
     def wait_ready(self, timeout: float = 10.0) -> None:
-        assert self.server is not None
-        self.server.wait_line(lambda ln: ln == "READY", timeout)
+        for server in self.servers:
+            server.wait_line(lambda ln: ln == "READY", timeout)
         exe = str(native_artifact("swell-gen"))
-        src = self.sched.sessions[0].client
-        for addr in self.sched.servers():
-            res = self.cfg.client.run([exe, "probe", "--addr", addr, "--src", src,
-                                       "--timeout", str(timeout)], timeout=timeout + 5)
-            if res.returncode != 0:
-                raise SwellError(addr, f"server not reachable from {src}: {res.stderr.strip()}")
+        for i, (place, sessions) in enumerate(self.client_plan):
+            src = sessions[0].client
+            # every server from the first client place, one from each of the others
+            for addr in self.sched.servers() if i == 0 else self.sched.servers()[:1]:
+                res = place.run([exe, "probe", "--addr", addr, "--src", src,
+                                 "--timeout", str(timeout)], timeout=timeout + 5)
+                if res.returncode != 0:
+                    raise SwellError(addr, f"server not reachable from {src}: "
+                                           f"{res.stderr.strip()}")
 
     def start_client(self) -> None:
-        Path(self.cfg.out_dir).mkdir(parents=True, exist_ok=True)
-        argv = [str(native_artifact("swell-gen")), "run", "--schedule", str(self.cfg.schedule),
-                "--records", str(self.records_path), "--interval-ms", str(self.cfg.interval_ms),
-                "--udp-timeout-ms", str(self.cfg.udp_timeout_ms)]
-        if self.cfg.duration_s is not None:
-            argv += ["--duration", str(self.cfg.duration_s)]
-        self.client = self.spawn("swell-gen run", self.cfg.client, argv)
+        self.out.mkdir(parents=True, exist_ok=True)
+        exe = str(native_artifact("swell-gen"))
+        single = len(self.client_plan) == 1 and not self.cfg.client_groups
+        for i, (place, sessions) in enumerate(self.client_plan):
+            path = Path(self.cfg.schedule) if single else write_schedule(
+                self.out / f"schedule-{i}.jsonl", Schedule(
+                    self.sched.seed, self.sched.duration_s, sessions, self.sched.meta))
+            records = self.records_path if single else self.out / f"records-{i}.jsonl"
+            argv = [exe, "run", "--schedule", str(path), "--records", str(records),
+                    "--interval-ms", str(self.cfg.interval_ms),
+                    "--udp-timeout-ms", str(self.cfg.udp_timeout_ms)]
+            if self.cfg.duration_s is not None:
+                argv += ["--duration", str(self.cfg.duration_s)]
+            self.clients.append(self.spawn(f"swell-gen run [{i}]", place, argv))
+            self.lines.append([])
 
     def running(self) -> bool:
-        return self.client is not None and self.client.alive()
+        return any(c.alive() for c in self.clients)
 
     def poll(self) -> list[dict[str, Any]]:
-        if self.client is None:
-            return []
-        new = parse_json_lines(self.client.drain())
+        """Merge the runners' k-th counter lines (same interval) once all have them;
+        a runner that has ended keeps contributing its final line."""
+        for i, client in enumerate(self.clients):
+            self.lines[i] += parse_json_lines(client.drain())
+        done = [not c.alive() and bool(ls) for c, ls in zip(self.clients, self.lines,
+                                                                 strict=True)]
+        running = [len(ls) for ls, d in zip(self.lines, done, strict=True) if not d]
+        upto = min(running) if running else max((len(ls) for ls in self.lines), default=0)
+        new = []
+        for k in range(len(self.counter_lines), upto):
+            rows = [ls[min(k, len(ls) - 1)] for ls in self.lines if ls]
+            if len(rows) == len(self.lines):
+                new.append(_merge_counters(rows))
         self.counter_lines.extend(new)
         return new
 
     def collect(self, warmup_s: float = 0.0) -> GenResult:
         self.poll()
-        if self.client is None:
+        if not self.clients:
             raise SwellError("swing", "the client side never started")
-        status = self.client.popen.returncode
-        if status not in (0, -15):
-            raise SwellError("swell-gen run", self.client.error_text())
-        server_summary = {}
-        if self.server is not None:
-            lines = parse_json_lines(self.server.drain())
-            server_summary = lines[-1] if lines else {}
+        for client in self.clients:
+            if client.popen.returncode not in (0, -15):
+                raise SwellError(client.label, client.error_text())
+        if len(self.clients) > 1 or self.cfg.client_groups:
+            parts = [self.out / f"records-{i}.jsonl" for i in range(len(self.clients))]
+            self.records_path.write_text("".join(p.read_text() for p in parts if p.exists()))
+        server_lines = [ln for s in self.servers for ln in parse_json_lines(s.drain())]
+        server_summary = _merge_counters([{"t": 0, **x} for x in server_lines]) \
+            if server_lines else {}
+        server_summary.pop("t", None)
+        server_summary.pop("final", None)
         final = self.counter_lines[-1] if self.counter_lines else {}
-        summary = {"client": final, "server": server_summary,
+        summary = {"client": final, "server": server_summary, "runners": len(self.clients),
                    "sessions_scheduled": len(self.sched.sessions), "seed": self.sched.seed}
         return GenResult(self.name, counter_series(self.counter_lines, warmup_s), summary,
                          {"records": self.records_path, "schedule": Path(self.cfg.schedule)})

@@ -6,8 +6,10 @@ port are private). Timing numbers are printed (pytest -s) for the docs.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,8 @@ from swell.errors import EnvironmentProblem
 from swell.generators.base import Netns, run_generator
 from swell.generators.cbr import CbrConfig, CbrGenerator
 from tests.conftest import have_tool
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_flow(ns: str, tmp: Path, label: str, **kw: object) -> dict[str, float]:
@@ -89,3 +93,21 @@ def test_missing_ditg_is_a_clear_error_and_starts_nothing(tmp_path: Path,
         run_generator(gen)
     assert gen.procs == []
     assert os.environ["PATH"] == str(empty)
+
+
+def test_cli_poisson_over_tcp_between_namespaces(netns, tmp_path: Path) -> None:
+    src, dst = netns.add("a"), netns.add("b")
+    netns.veth(src, "va", dst, "vb")
+    netns.run(src, "ip", "addr", "add", "10.9.0.1/24", "dev", "va")
+    netns.run(dst, "ip", "addr", "add", "10.9.0.2/24", "dev", "vb")
+    res = subprocess.run([str(REPO / ".venv/bin/swell"), "gen", "poisson", "--rate", "4M",
+                          "--proto", "tcp", "--dst", "10.9.0.2", "--src", "10.9.0.1",
+                          "--src-ns", src, "--dst-ns", dst, "--duration", "1.5",
+                          "--out", str(tmp_path / "o")], capture_output=True, text=True,
+                         timeout=60, env={"SWELL_QUIET": "1", "PATH": "/usr/sbin:/usr/bin:/bin"})
+    assert res.returncode == 0, res.stderr
+    s = json.loads(res.stdout)
+    assert s["lost"] == 0 and abs(s["messages"] / (1.5 * s["target_pps"]) - 1) < 0.15
+    bad = subprocess.run([str(REPO / ".venv/bin/swell"), "gen", "cbr", "--rate", "fast",
+                          "--dst", "10.9.0.2"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "cannot read 'fast'" in bad.stderr

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -11,7 +12,13 @@ import pytest
 from swell.errors import SwellError
 from swell.generators.base import Netns, run_generator
 from swell.generators.schedule import Conn, Rre, Schedule, Session, write_schedule
-from swell.generators.swing import SwingConfig, SwingGenerator, load_records, verify_records
+from swell.generators.swing import (
+    PlaceHosts,
+    SwingConfig,
+    SwingGenerator,
+    load_records,
+    verify_records,
+)
 from swell.native import native_artifact
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,3 +136,41 @@ def test_schedule_from_a_real_model(netns, tmp_path: Path) -> None:
     assert len(done) >= 200 and {r["error"] for r in records} <= {"", "cut"}
     assert all((r["tx"], r["rx"]) == (r["exp_tx"], r["exp_rx"]) for r in done)
     assert {r["app"] for r in done} >= {"dns-udp"}
+
+
+def test_cli_runs_a_schedule_between_namespaces(netns, tmp_path: Path) -> None:
+    ns = netns.add("gen")
+    sessions = [Session(i, i * 0.01, f"127.0.1.{1 + i % 2}", (Rre(0.0, (
+        tcp("127.0.2.1:7004", 0.0, [(100, 5000, 0.0)]),
+        udp("127.0.2.1:7004", 0.0, [(50, 500, 0.0)]))),)) for i in range(30)]
+    path = write_schedule(tmp_path / "s.jsonl", Schedule(1, 1.0, sessions))
+    res = subprocess.run([str(REPO / ".venv/bin/swell"), "gen", "swing", "--schedule", str(path),
+                          "--client-group", f"{ns}=127.0.1.1", "--client-group",
+                          f"{ns}=127.0.1.2", "--dst-ns", ns, "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=60,
+                         env={"SWELL_QUIET": "1", "PATH": "/usr/sbin:/usr/bin:/bin"})
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["mismatches"] == 0 and summary["client"]["conns_ok"] == 60
+    assert summary["runners"] == 2
+
+
+def test_several_places_per_side(netns, tmp_path: Path) -> None:
+    ns = netns.add("gen")
+    clients, servers = ["127.0.1.1", "127.0.1.2"], ["127.0.2.1", "127.0.2.2"]
+    sessions = [Session(i, i * 0.005, clients[i % 2], (Rre(0.0, (
+        tcp(f"{servers[i // 2 % 2]}:7005", 0.0, [(100 + i, 2000 + i, 0.0)]),
+        udp(f"{servers[(i // 2 + 1) % 2]}:7005", 0.0, [(30, 40 + i, 0.0)]))),))
+        for i in range(40)]
+    path = write_schedule(tmp_path / "s.jsonl", Schedule(3, 1.0, sessions))
+    cfg = SwingConfig(path, tmp_path / "out", interval_ms=100,
+                      server_groups=[PlaceHosts(Netns(ns), [a]) for a in servers],
+                      client_groups=[PlaceHosts(Netns(ns), [a]) for a in clients])
+    gen = SwingGenerator(cfg)
+    res = run_generator(gen)
+    assert res.summary["runners"] == 2 and len(gen.servers) == 2
+    assert res.summary["client"]["conns_ok"] == 80 and res.summary["client"]["final"]
+    assert res.summary["server"]["accepted"] == 40 + 3  # + readiness probes: 2 + 1
+    assert verify_records(gen.sched, load_records(res.files["records"])) == []
+    with pytest.raises(SwellError, match="no server group"):
+        SwingGenerator(SwingConfig(path, tmp_path / "o2", server_groups=cfg.server_groups[:1]))

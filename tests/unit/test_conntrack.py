@@ -23,6 +23,7 @@ from scapy.utils import wrpcap
 
 from swell.extract.cli import extract_model
 from swell.extract.connections import ConnectionBuilder, ConnTable
+from swell.extract.conntrack import NativeTracker
 from swell.extract.reader import COLUMNS, PacketChunk, open_trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -174,6 +175,7 @@ def test_random_chunks() -> None:
 
 
 def test_engine_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SWELL_CONNTRACK", raising=False)
     assert ConnectionBuilder().engine == "native"
     monkeypatch.setenv("SWELL_CONNTRACK", "numpy")
     assert ConnectionBuilder().engine == "numpy"
@@ -195,3 +197,17 @@ def test_models_identical(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert a.arrays.keys() == b.arrays.keys()
     for k, v in a.arrays.items():
         assert np.array_equal(v, b.arrays[k], equal_nan=v.dtype.kind == "f"), k
+
+
+def test_native_errors_surface() -> None:
+    class Broken:  # a chunk without columns: the worker fails, the caller sees it
+        def __len__(self) -> int:
+            return 3
+
+    b = ConnectionBuilder(engine="native")
+    b.add(Broken())
+    with pytest.raises(AttributeError):
+        b.finish()
+    t = NativeTracker(1, 1)
+    with pytest.raises(ValueError):
+        t.pairs(np.zeros(5, dtype=np.int64), 0)  # no connections, five directions

@@ -15,10 +15,21 @@
 //! chunk sorted by key, then file order), host ids likewise (new addresses of
 //! a chunk sorted by address hash, sources first), so the exported state can
 //! be fed to the same `finish` code. Nothing is stored per packet beyond one
-//! chunk of scratch.
+//! chunk of scratch. Request/response pairs are computed natively at the end
+//! (`conntrack_pairs.rs`); packet-pair estimates that fall within 1e-7 of a
+//! histogram bin edge are handed to Python for numpy's `log10`. The C ABI is in
+//! `lib.rs` (`swell_ct_*`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+
+#[path = "conntrack_pairs.rs"]
+mod pairs;
+#[cfg(test)]
+#[path = "conntrack_tests.rs"]
+mod tests;
+
+pub use pairs::Pairs;
 
 pub const TCP: u8 = 6;
 pub const UDP: u8 = 17;
@@ -72,11 +83,22 @@ pub struct Run {
     pub pkts: i64,
 }
 
-/// A finished run.
+/// A finished run, compact (its packet count and sequence number are not kept).
 #[derive(Clone, Copy)]
 pub struct DoneRun {
-    pub cid: i64,
-    pub run: Run,
+    cid_dir: u64,
+    pub bytes: i64,
+    pub t0: i64,
+    pub t1: i64,
+}
+
+impl DoneRun {
+    pub fn cid(&self) -> i64 {
+        (self.cid_dir >> 1) as i64
+    }
+    pub fn dir(&self) -> i64 {
+        (self.cid_dir & 1) as i64
+    }
 }
 
 /// Per-direction state (numpy's `gdir` row).
@@ -152,10 +174,17 @@ pub struct Conn {
     sa_pos: u32,
 }
 
-#[derive(Clone, Copy, Default)]
+/// A 5-tuple key's current connection, and where its per-chunk state is.
+#[derive(Clone, Copy)]
 struct KeyEntry {
     cur: i64,
     epoch: u32,
+    local: u32,
+}
+
+/// Per-chunk state of a key (numpy's per-group values in `_assign`).
+#[derive(Clone, Copy)]
+struct KeyLocal {
     start_cur: i64,
     live: i64,
     prev_ts: i64,
@@ -223,6 +252,9 @@ pub struct Tracker {
     pub skipped: [i64; 4],
     epoch: u32,
     pkts: Vec<Pkt>,
+    locals: Vec<KeyLocal>,
+    /// Pairs computed by `swell_ct_pairs`, waiting to be copied out.
+    pub pending_pairs: Option<Pairs>,
 }
 
 fn hash_addr(hi: u64, lo: u64) -> u64 {
@@ -241,9 +273,23 @@ fn cut(r: &mut Run, cid: i64, dir: i64, ts: i64, nb: i64, sink: &mut Vec<DoneRun
         return;
     }
     if r.open {
-        sink.push(DoneRun { cid, run: *r });
+        let cid_dir = (cid as u64) << 1 | (r.dir & 1) as u64;
+        sink.push(DoneRun {
+            cid_dir,
+            bytes: r.bytes,
+            t0: r.t0,
+            t1: r.t1,
+        });
     }
-    *r = Run { open: true, dir, bytes: nb, t0: ts, t1: ts, seq: *ctr, pkts: 1 };
+    *r = Run {
+        open: true,
+        dir,
+        bytes: nb,
+        t0: ts,
+        t1: ts,
+        seq: *ctr,
+        pkts: 1,
+    };
     *ctr += 1;
 }
 
@@ -267,6 +313,8 @@ impl Tracker {
             skipped: [0; 4],
             epoch: 0,
             pkts: Vec::new(),
+            locals: Vec::new(),
+            pending_pairs: None,
         }
     }
 
@@ -281,7 +329,11 @@ impl Tracker {
         let mut pkts = std::mem::take(&mut self.pkts);
         pkts.clear();
         self.select(ch, &mut pkts);
-        let r = if pkts.is_empty() { Ok(()) } else { self.process(ch, &mut pkts) };
+        let r = if pkts.is_empty() {
+            Ok(())
+        } else {
+            self.process(ch, &mut pkts)
+        };
         self.pkts = pkts;
         r
     }
@@ -317,21 +369,40 @@ impl Tracker {
     fn assign(&mut self, ch: &Chunk, pkts: &mut [Pkt]) -> Result<(), String> {
         let epoch = self.epoch;
         let mut starts: Vec<(i64, usize)> = Vec::new();
+        let mut locals = std::mem::take(&mut self.locals);
+        locals.clear();
         for (j, p) in pkts.iter_mut().enumerate() {
-            let e = self.keys.entry(p.key).or_insert(KeyEntry { cur: -1, ..Default::default() });
-            let gstart = e.epoch != epoch;
+            let k = self.keys.entry(p.key).or_insert(KeyEntry {
+                cur: -1,
+                epoch: 0,
+                local: 0,
+            });
+            let gstart = k.epoch != epoch;
             if gstart {
-                e.epoch = epoch;
-                e.start_cur = e.cur;
-                e.live = e.cur;
-                e.isn_set = false;
+                k.epoch = epoch;
+                k.local = locals.len() as u32;
+                locals.push(KeyLocal {
+                    start_cur: k.cur,
+                    live: k.cur,
+                    prev_ts: 0,
+                    isn_now: 0,
+                    isn_set: false,
+                });
             }
+            let e = &mut locals[k.local as usize];
             let new_first = gstart && e.start_cur < 0;
             let mut st = new_first;
             if !new_first {
-                let prev =
-                    if gstart { self.conns[e.start_cur as usize].last_ns } else { e.prev_ts };
-                let limit = if p.proto == UDP { self.udp_idle_ns } else { self.tcp_idle_ns };
+                let prev = if gstart {
+                    self.conns[e.start_cur as usize].last_ns
+                } else {
+                    e.prev_ts
+                };
+                let limit = if p.proto == UDP {
+                    self.udp_idle_ns
+                } else {
+                    self.tcp_idle_ns
+                };
                 st = p.ts.wrapping_sub(prev) > limit;
             }
             if p.flags & (SYN | ACK) == SYN {
@@ -355,6 +426,7 @@ impl Tracker {
             }
             p.cid = e.live;
         }
+        self.locals = locals;
         if starts.is_empty() {
             return Ok(());
         }
@@ -398,7 +470,11 @@ impl Tracker {
         let sid = self.host_ids(&src)?;
         let did = self.host_ids(&dst)?;
         for (r, p) in sorted.iter().enumerate() {
-            let (a, b) = if p.d == 0 { (sid[r], did[r]) } else { (did[r], sid[r]) };
+            let (a, b) = if p.d == 0 {
+                (sid[r], did[r])
+            } else {
+                (did[r], sid[r])
+            };
             self.conns.push(Conn {
                 proto: p.proto,
                 ep_lo: a << 16 | (p.ports >> 16),
@@ -427,8 +503,11 @@ impl Tracker {
 
     /// Host id per address; new addresses numbered in address-hash order.
     fn host_ids(&mut self, addrs: &[(u64, u64)]) -> Result<Vec<i64>, String> {
-        let mut hs: Vec<(u64, usize)> =
-            addrs.iter().enumerate().map(|(i, &(hi, lo))| (hash_addr(hi, lo), i)).collect();
+        let mut hs: Vec<(u64, usize)> = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, &(hi, lo))| (hash_addr(hi, lo), i))
+            .collect();
         hs.sort_unstable();
         let mut ids = vec![0i64; addrs.len()];
         let mut k = 0;
@@ -549,7 +628,15 @@ impl Tracker {
             }
             let (cid, d) = (p.cid, p.d as i64);
             if nb > 0 {
-                cut(&mut c.run, cid, d, p.ts, nb, &mut self.runs, &mut self.run_counter);
+                cut(
+                    &mut c.run,
+                    cid,
+                    d,
+                    p.ts,
+                    nb,
+                    &mut self.runs,
+                    &mut self.run_counter,
+                );
             }
             let dr = &mut c.dirs[p.d as usize];
             if tcp && other_pkts == 0 {
@@ -596,50 +683,13 @@ impl Tracker {
         }
     }
 
-    /// Per connection: whether it takes its runs from the ack-inferred stream (a TCP
-    /// connection seen in one direction only).
-    fn inferred_runs(&self) -> Vec<bool> {
-        let f = |c: &Conn| c.proto == TCP && (c.dirs[0].pkts == 0 || c.dirs[1].pkts == 0);
-        self.conns.iter().map(f).collect()
-    }
-
-    /// Every run `finish` uses (see `swell_ct_final_runs`), in stream order.
-    fn for_final_runs(&self, inferred: &[bool], mut f: impl FnMut(i64, &Run)) {
-        for r in self.runs.iter().filter(|r| !inferred[r.cid as usize]) {
-            f(r.cid, &r.run);
-        }
-        for r in self.vruns.iter().filter(|r| inferred[r.cid as usize]) {
-            f(r.cid, &r.run);
-        }
-        for (i, c) in self.conns.iter().enumerate() {
-            let run = if inferred[i] { &c.vrun } else { &c.run };
-            if run.open {
-                f(i as i64, run);
-            }
-        }
-    }
-
-    /// Write the final runs stable-sorted by connection (a counting sort straight into
-    /// the six output columns cid, dir, bytes, pkts, t0, t1); returns the row count,
-    /// writing nothing when `out` is None.
-    pub fn final_runs(&self, out: Option<[&mut [i64]; 6]>) -> usize {
-        let inferred = self.inferred_runs();
-        let mut pos = vec![0usize; self.conns.len() + 1];
-        self.for_final_runs(&inferred, |cid, _| pos[cid as usize + 1] += 1);
-        for i in 0..self.conns.len() {
-            pos[i + 1] += pos[i];
-        }
-        let total = pos[self.conns.len()];
-        if let Some(mut o) = out {
-            self.for_final_runs(&inferred, |cid, r| {
-                let k = &mut pos[cid as usize];
-                for (col, v) in o.iter_mut().zip([cid, r.dir, r.bytes, r.pkts, r.t0, r.t1]) {
-                    col[*k] = v;
-                }
-                *k += 1;
-            });
-        }
-        total
+    /// Drop the per-connection state and finished runs (after export and pairs).
+    pub fn release(&mut self) {
+        self.conns = Vec::new();
+        self.runs = Vec::new();
+        self.vruns = Vec::new();
+        self.keys = Map::default();
+        self.host_of = Map::default();
     }
 
     fn pair(&mut self, host: i64, bps: f64) {
@@ -657,7 +707,11 @@ impl Tracker {
 /// chunk's SYN/ACK if there is one, else (one direction seen) the ACK with seq ISN + 1.
 fn handshake_ack(c: &mut Conn, p: &Pkt, j: usize, epoch: u32) {
     let d = p.d as i64;
-    let after = if c.sa_epoch == epoch { c.sa_pos as i64 } else { -1 };
+    let after = if c.sa_epoch == epoch {
+        c.sa_pos as i64
+    } else {
+        -1
+    };
     let ok_sa = c.synack_dir >= 0 && d != c.synack_dir && j as i64 > after;
     let isn1 = (c.client_isn + 1) & 0xFFFF_FFFF;
     let ok_one = c.synack_dir < 0 && c.syn_dir >= 0 && d == c.syn_dir && p.seq == isn1;
@@ -694,288 +748,5 @@ fn packet(ch: &Chunk, i: usize) -> Pkt {
         iplen: ch.ip_len[i] as i64,
         wire: ch.wirelen[i] as i64,
         cid: 0,
-    }
-}
-
-/// C ABI for Python's ctypes (`extract/conntrack.py`).
-pub mod abi {
-    use super::{Chunk, Conn, Dir, Run, Tracker};
-
-    use std::ffi::c_char;
-    use std::slice::from_raw_parts;
-
-    /// Input columns of one chunk, all of length `n` (numpy arrays, by pointer).
-    #[repr(C)]
-    pub struct CtChunk {
-        pub ts_ns: *const i64,
-        pub wirelen: *const u32,
-        pub ipver: *const u8,
-        pub proto: *const u8,
-        pub frag: *const u8,
-        pub saddr_hi: *const u64,
-        pub saddr_lo: *const u64,
-        pub daddr_hi: *const u64,
-        pub daddr_lo: *const u64,
-        pub sport: *const u16,
-        pub dport: *const u16,
-        pub tcp_flags: *const u8,
-        pub seq: *const u32,
-        pub ack: *const u32,
-        pub ip_len: *const u32,
-        pub payload_len: *const u32,
-        pub l4_ok: *const u8,
-    }
-
-    const N_CONN_COLS: u32 = 29;
-    const N_DIR_COLS: u32 = 16;
-
-    /// Connection columns, in the order of `CONN_COLS` in `extract/conntrack.py`.
-    fn conn_col(c: &Conn, k: u32) -> Option<i64> {
-        let run = |r: &Run, k: u32| match k {
-            0 => r.open as i64,
-            1 => r.dir,
-            2 => r.bytes,
-            3 => r.t0,
-            4 => r.t1,
-            5 => r.seq,
-            _ => r.pkts,
-        };
-        Some(match k {
-            0 => c.proto as i64,
-            1 => c.ep_lo,
-            2 => c.ep_hi,
-            3 => c.first_ns,
-            4 => c.last_ns,
-            5 => c.syn_ns,
-            6 => c.synack_ns,
-            7 => c.ack_ns,
-            8 => c.syn_dir,
-            9 => c.synack_dir,
-            10 => c.first_dir,
-            11 => c.client_isn,
-            12 => c.rst as i64,
-            13 => c.h_lo,
-            14 => c.ports,
-            15..=21 => run(&c.run, k - 15),
-            22..=28 => run(&c.vrun, k - 22),
-            _ => return None,
-        })
-    }
-
-    /// Direction columns, in the order of `DIR_COLS` in `extract/conntrack.py`.
-    fn dir_col(d: &Dir, k: u32) -> Option<i64> {
-        Some(match k {
-            0 => d.pkts,
-            1 => d.wire,
-            2 => d.data_pkts,
-            3 => d.retx,
-            4 => d.new_bytes,
-            5 => d.base,
-            6 => d.has_base as i64,
-            7 => d.max_end,
-            8 => d.fin as i64,
-            9 => d.max_pl,
-            10 => d.prev_ts,
-            11 => d.prev_pl,
-            12 => d.ack_base,
-            13 => d.has_ack_base as i64,
-            14 => d.max_ack,
-            15 => d.ack_adv,
-            _ => return None,
-        })
-    }
-
-    /// A new tracker (idle limits in nanoseconds).
-    #[no_mangle]
-    pub extern "C" fn swell_ct_new(udp_idle_ns: i64, tcp_idle_ns: i64) -> *mut Tracker {
-        Box::into_raw(Box::new(Tracker::new(udp_idle_ns, tcp_idle_ns)))
-    }
-
-    /// Free a tracker (NULL is ignored).
-    ///
-    /// # Safety
-    /// `h` comes from `swell_ct_new` and is not used afterwards.
-    #[no_mangle]
-    pub unsafe extern "C" fn swell_ct_free(h: *mut Tracker) {
-        if !h.is_null() {
-            drop(Box::from_raw(h));
-        }
-    }
-
-    /// Add a chunk of `n` packets; 0 on success, -1 with a message in `err`.
-    ///
-    /// # Safety
-    /// Every column pointer is valid for `n` elements; `err` is writable for `errlen`.
-    #[no_mangle]
-    pub unsafe extern "C" fn swell_ct_add(
-        h: *mut Tracker,
-        c: *const CtChunk,
-        n: usize,
-        err: *mut c_char,
-        errlen: usize,
-    ) -> i32 {
-        let (Some(t), Some(c)) = (h.as_mut(), c.as_ref()) else {
-            return -1;
-        };
-        let ch = Chunk {
-            ts_ns: from_raw_parts(c.ts_ns, n),
-            wirelen: from_raw_parts(c.wirelen, n),
-            ipver: from_raw_parts(c.ipver, n),
-            proto: from_raw_parts(c.proto, n),
-            frag: from_raw_parts(c.frag, n),
-            saddr_hi: from_raw_parts(c.saddr_hi, n),
-            saddr_lo: from_raw_parts(c.saddr_lo, n),
-            daddr_hi: from_raw_parts(c.daddr_hi, n),
-            daddr_lo: from_raw_parts(c.daddr_lo, n),
-            sport: from_raw_parts(c.sport, n),
-            dport: from_raw_parts(c.dport, n),
-            tcp_flags: from_raw_parts(c.tcp_flags, n),
-            seq: from_raw_parts(c.seq, n),
-            ack: from_raw_parts(c.ack, n),
-            ip_len: from_raw_parts(c.ip_len, n),
-            payload_len: from_raw_parts(c.payload_len, n),
-            l4_ok: from_raw_parts(c.l4_ok, n),
-        };
-        match t.add(&ch) {
-            Ok(()) => 0,
-            Err(msg) => {
-                if !err.is_null() && errlen > 0 {
-                    let b = msg.as_bytes();
-                    let k = b.len().min(errlen - 1);
-                    std::ptr::copy_nonoverlapping(b.as_ptr(), err as *mut u8, k);
-                    *err.add(k) = 0;
-                }
-                -1
-            }
-        }
-    }
-
-    /// Sizes and totals: connections, finished runs, finished ack-inferred runs, hosts,
-    /// histogram cells, ambiguous pairs, packets, duplicates, the four skip counts,
-    /// whether t0 is set, t0.
-    ///
-    /// # Safety
-    /// `h` comes from `swell_ct_new`; `out` is writable for 14 elements.
-    #[no_mangle]
-    pub unsafe extern "C" fn swell_ct_sizes(h: *const Tracker, out: *mut i64) -> i32 {
-        let Some(t) = h.as_ref() else { return -1 };
-        let v = [
-            t.conns.len() as i64,
-            t.runs.len() as i64,
-            t.vruns.len() as i64,
-            t.host_addr.len() as i64,
-            t.hist.len() as i64,
-            t.ambiguous.len() as i64,
-            t.packets,
-            t.duplicates,
-            t.skipped[0],
-            t.skipped[1],
-            t.skipped[2],
-            t.skipped[3],
-            t.t0_ns.is_some() as i64,
-            t.t0_ns.unwrap_or(0),
-        ];
-        std::ptr::copy_nonoverlapping(v.as_ptr(), out, v.len());
-        0
-    }
-
-    /// Store `v` at row `i` of a column whose elements are `width` bytes (1 or 8).
-    unsafe fn put(p: *mut u8, width: u8, i: usize, v: i64) {
-        if width == 0 || p.is_null() {
-            return;
-        }
-        if width == 1 {
-            *p.add(i) = v as u8;
-        } else {
-            *(p as *mut i64).add(i) = v;
-        }
-    }
-
-    /// Every connection column (`out_conn`: 29 pointers, one value per connection) and
-    /// direction column (`out_dir`: 16 pointers, index `2 * cid + dir`), one pass; the
-    /// `width` arrays give each column's element size (1: uint8/int8/bool, 8: int64,
-    /// 0: skip the column).
-    ///
-    /// # Safety
-    /// Each pointer is writable for the number of connections (twice that for `out_dir`)
-    /// elements of its width.
-    #[no_mangle]
-    pub unsafe extern "C" fn swell_ct_export(
-        h: *const Tracker,
-        out_conn: *const *mut u8,
-        conn_width: *const u8,
-        out_dir: *const *mut u8,
-        dir_width: *const u8,
-    ) -> i32 {
-        let Some(t) = h.as_ref() else { return -1 };
-        let oc = from_raw_parts(out_conn, N_CONN_COLS as usize);
-        let wc = from_raw_parts(conn_width, N_CONN_COLS as usize);
-        let od = from_raw_parts(out_dir, N_DIR_COLS as usize);
-        let wd = from_raw_parts(dir_width, N_DIR_COLS as usize);
-        for (i, c) in t.conns.iter().enumerate() {
-            for (k, (&p, &w)) in oc.iter().zip(wc).enumerate() {
-                put(p, w, i, conn_col(c, k as u32).unwrap_or(0));
-            }
-            for d in 0..2 {
-                for (k, (&p, &w)) in od.iter().zip(wd).enumerate() {
-                    put(p, w, 2 * i + d, dir_col(&c.dirs[d], k as u32).unwrap_or(0));
-                }
-            }
-        }
-        0
-    }
-
-    /// The request/response runs `finish` uses, sorted by connection then time: real-data
-    /// runs, except ack-inferred ones for TCP connections seen in one direction only; open
-    /// runs included. Writes up to `cap` rows of (cid, dir, bytes, pkts, t0, t1) into the
-    /// six `out` pointers and returns the row count (call with `cap` 0 to size).
-    ///
-    /// # Safety
-    /// Each of the six pointers is writable for `cap` elements.
-    #[no_mangle]
-    pub unsafe extern "C" fn swell_ct_final_runs(
-        h: *const Tracker,
-        out: *const *mut i64,
-        cap: usize,
-    ) -> i64 {
-        let Some(t) = h.as_ref() else { return -1 };
-        let total = t.final_runs(None);
-        if cap < total || total == 0 {
-            return total as i64;
-        }
-        let o = from_raw_parts(out, 6);
-        let cols = [0, 1, 2, 3, 4, 5].map(|k| std::slice::from_raw_parts_mut(o[k], total));
-        t.final_runs(Some(cols)) as i64
-    }
-
-    /// Host addresses (hi, lo) in host-id order, histogram cells (key, count), and the
-    /// ambiguous packet pairs (host, bits per second).
-    ///
-    /// # Safety
-    /// Every pointer is writable for the matching size of `swell_ct_sizes`.
-    #[no_mangle]
-    pub unsafe extern "C" fn swell_ct_tables(
-        h: *const Tracker,
-        hi: *mut u64,
-        lo: *mut u64,
-        hkey: *mut i64,
-        hcount: *mut i64,
-        ahost: *mut i64,
-        abps: *mut f64,
-    ) -> i32 {
-        let Some(t) = h.as_ref() else { return -1 };
-        for (i, &(a, b)) in t.host_addr.iter().enumerate() {
-            *hi.add(i) = a;
-            *lo.add(i) = b;
-        }
-        for (i, (&k, &v)) in t.hist.iter().enumerate() {
-            *hkey.add(i) = k;
-            *hcount.add(i) = v;
-        }
-        for (i, &(a, b)) in t.ambiguous.iter().enumerate() {
-            *ahost.add(i) = a;
-            *abps.add(i) = b;
-        }
-        0
     }
 }

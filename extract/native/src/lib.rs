@@ -4,7 +4,8 @@
 //! caller-allocated column buffers (numpy arrays) with up to N packets per
 //! call, query the interfaces, totals and counted warnings, close. Nothing
 //! here panics on any input (the fuzz test checks it); errors travel as
-//! return codes plus a one-line message.
+//! return codes plus a one-line message. The `swell_ct_*` functions at the end
+//! drive the native connection tracker of `conntrack.rs`.
 
 pub mod columns;
 pub mod conntrack;
@@ -252,4 +253,318 @@ pub unsafe extern "C" fn swell_pcap_close(h: *mut Handle) {
 #[no_mangle]
 pub unsafe extern "C" fn swell_pcap_offset(h: *const Handle) -> u64 {
     h.as_ref().map_or(0, |h| h.reader.offset())
+}
+
+/// C ABI of the native connection tracker (`conntrack.rs`) for Python's ctypes
+/// (`extract/conntrack.py`): create, add chunks by pointer, export the state, free.
+pub mod ct_abi {
+    use crate::conntrack::{Chunk, Conn, Dir, Run, Tracker};
+
+    use std::ffi::c_char;
+    use std::slice::from_raw_parts;
+
+    /// Input columns of one chunk, all of length `n` (numpy arrays, by pointer).
+    #[repr(C)]
+    pub struct CtChunk {
+        pub ts_ns: *const i64,
+        pub wirelen: *const u32,
+        pub ipver: *const u8,
+        pub proto: *const u8,
+        pub frag: *const u8,
+        pub saddr_hi: *const u64,
+        pub saddr_lo: *const u64,
+        pub daddr_hi: *const u64,
+        pub daddr_lo: *const u64,
+        pub sport: *const u16,
+        pub dport: *const u16,
+        pub tcp_flags: *const u8,
+        pub seq: *const u32,
+        pub ack: *const u32,
+        pub ip_len: *const u32,
+        pub payload_len: *const u32,
+        pub l4_ok: *const u8,
+    }
+
+    const N_CONN_COLS: u32 = 29;
+    const N_DIR_COLS: u32 = 16;
+
+    /// Connection columns, in the order of `CONN_COLS` in `extract/conntrack.py`.
+    fn conn_col(c: &Conn, k: u32) -> Option<i64> {
+        let run = |r: &Run, k: u32| match k {
+            0 => r.open as i64,
+            1 => r.dir,
+            2 => r.bytes,
+            3 => r.t0,
+            4 => r.t1,
+            5 => r.seq,
+            _ => r.pkts,
+        };
+        Some(match k {
+            0 => c.proto as i64,
+            1 => c.ep_lo,
+            2 => c.ep_hi,
+            3 => c.first_ns,
+            4 => c.last_ns,
+            5 => c.syn_ns,
+            6 => c.synack_ns,
+            7 => c.ack_ns,
+            8 => c.syn_dir,
+            9 => c.synack_dir,
+            10 => c.first_dir,
+            11 => c.client_isn,
+            12 => c.rst as i64,
+            13 => c.h_lo,
+            14 => c.ports,
+            15..=21 => run(&c.run, k - 15),
+            22..=28 => run(&c.vrun, k - 22),
+            _ => return None,
+        })
+    }
+
+    /// Direction columns, in the order of `DIR_COLS` in `extract/conntrack.py`.
+    fn dir_col(d: &Dir, k: u32) -> Option<i64> {
+        Some(match k {
+            0 => d.pkts,
+            1 => d.wire,
+            2 => d.data_pkts,
+            3 => d.retx,
+            4 => d.new_bytes,
+            5 => d.base,
+            6 => d.has_base as i64,
+            7 => d.max_end,
+            8 => d.fin as i64,
+            9 => d.max_pl,
+            10 => d.prev_ts,
+            11 => d.prev_pl,
+            12 => d.ack_base,
+            13 => d.has_ack_base as i64,
+            14 => d.max_ack,
+            15 => d.ack_adv,
+            _ => return None,
+        })
+    }
+
+    /// A new tracker (idle limits in nanoseconds).
+    #[no_mangle]
+    pub extern "C" fn swell_ct_new(udp_idle_ns: i64, tcp_idle_ns: i64) -> *mut Tracker {
+        Box::into_raw(Box::new(Tracker::new(udp_idle_ns, tcp_idle_ns)))
+    }
+
+    /// Free a tracker (NULL is ignored).
+    ///
+    /// # Safety
+    /// `h` comes from `swell_ct_new` and is not used afterwards.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_free(h: *mut Tracker) {
+        if !h.is_null() {
+            drop(Box::from_raw(h));
+        }
+    }
+
+    /// Add a chunk of `n` packets; 0 on success, -1 with a message in `err`.
+    ///
+    /// # Safety
+    /// Every column pointer is valid for `n` elements; `err` is writable for `errlen`.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_add(
+        h: *mut Tracker,
+        c: *const CtChunk,
+        n: usize,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> i32 {
+        let (Some(t), Some(c)) = (h.as_mut(), c.as_ref()) else {
+            return -1;
+        };
+        let ch = Chunk {
+            ts_ns: from_raw_parts(c.ts_ns, n),
+            wirelen: from_raw_parts(c.wirelen, n),
+            ipver: from_raw_parts(c.ipver, n),
+            proto: from_raw_parts(c.proto, n),
+            frag: from_raw_parts(c.frag, n),
+            saddr_hi: from_raw_parts(c.saddr_hi, n),
+            saddr_lo: from_raw_parts(c.saddr_lo, n),
+            daddr_hi: from_raw_parts(c.daddr_hi, n),
+            daddr_lo: from_raw_parts(c.daddr_lo, n),
+            sport: from_raw_parts(c.sport, n),
+            dport: from_raw_parts(c.dport, n),
+            tcp_flags: from_raw_parts(c.tcp_flags, n),
+            seq: from_raw_parts(c.seq, n),
+            ack: from_raw_parts(c.ack, n),
+            ip_len: from_raw_parts(c.ip_len, n),
+            payload_len: from_raw_parts(c.payload_len, n),
+            l4_ok: from_raw_parts(c.l4_ok, n),
+        };
+        match t.add(&ch) {
+            Ok(()) => 0,
+            Err(msg) => {
+                if !err.is_null() && errlen > 0 {
+                    let b = msg.as_bytes();
+                    let k = b.len().min(errlen - 1);
+                    std::ptr::copy_nonoverlapping(b.as_ptr(), err as *mut u8, k);
+                    *err.add(k) = 0;
+                }
+                -1
+            }
+        }
+    }
+
+    /// Sizes and totals: connections, finished runs, finished ack-inferred runs, hosts,
+    /// histogram cells, ambiguous pairs, packets, duplicates, the four skip counts,
+    /// whether t0 is set, t0.
+    ///
+    /// # Safety
+    /// `h` comes from `swell_ct_new`; `out` is writable for 14 elements.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_sizes(h: *const Tracker, out: *mut i64) -> i32 {
+        let Some(t) = h.as_ref() else { return -1 };
+        let v = [
+            t.conns.len() as i64,
+            t.runs.len() as i64,
+            t.vruns.len() as i64,
+            t.host_addr.len() as i64,
+            t.hist.len() as i64,
+            t.ambiguous.len() as i64,
+            t.packets,
+            t.duplicates,
+            t.skipped[0],
+            t.skipped[1],
+            t.skipped[2],
+            t.skipped[3],
+            t.t0_ns.is_some() as i64,
+            t.t0_ns.unwrap_or(0),
+        ];
+        std::ptr::copy_nonoverlapping(v.as_ptr(), out, v.len());
+        0
+    }
+
+    /// Store `v` at row `i` of a column whose elements are `width` bytes (1 or 8).
+    unsafe fn put(p: *mut u8, width: u8, i: usize, v: i64) {
+        if width == 0 || p.is_null() {
+            return;
+        }
+        if width == 1 {
+            *p.add(i) = v as u8;
+        } else {
+            *(p as *mut i64).add(i) = v;
+        }
+    }
+
+    /// Every connection column (`out_conn`: 29 pointers, one value per connection) and
+    /// direction column (`out_dir`: 16 pointers, index `2 * cid + dir`), one pass; the
+    /// `width` arrays give each column's element size (1: uint8/int8/bool, 8: int64,
+    /// 0: skip the column).
+    ///
+    /// # Safety
+    /// Each pointer is writable for the number of connections (twice that for `out_dir`)
+    /// elements of its width.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_export(
+        h: *const Tracker,
+        out_conn: *const *mut u8,
+        conn_width: *const u8,
+        out_dir: *const *mut u8,
+        dir_width: *const u8,
+    ) -> i32 {
+        let Some(t) = h.as_ref() else { return -1 };
+        let oc = from_raw_parts(out_conn, N_CONN_COLS as usize);
+        let wc = from_raw_parts(conn_width, N_CONN_COLS as usize);
+        let od = from_raw_parts(out_dir, N_DIR_COLS as usize);
+        let wd = from_raw_parts(dir_width, N_DIR_COLS as usize);
+        for (i, c) in t.conns.iter().enumerate() {
+            for (k, (&p, &w)) in oc.iter().zip(wc).enumerate() {
+                put(p, w, i, conn_col(c, k as u32).unwrap_or(0));
+            }
+            for d in 0..2 {
+                for (k, (&p, &w)) in od.iter().zip(wd).enumerate() {
+                    put(p, w, 2 * i + d, dir_col(&c.dirs[d], k as u32).unwrap_or(0));
+                }
+            }
+        }
+        0
+    }
+
+    /// Compute the request/response pairs (see `Tracker::pairs`; `cdir`: the client's
+    /// direction for each of the `n` connections) and keep them for
+    /// `swell_ct_pairs_copy`; returns the number of pairs, -1 on bad arguments. The
+    /// last step: the connection state and runs are released (export them first).
+    ///
+    /// # Safety
+    /// `h` comes from `swell_ct_new`; `cdir` is readable for `n` elements.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_pairs(
+        h: *mut Tracker,
+        cdir: *const i64,
+        n: usize,
+        t0: i64,
+    ) -> i64 {
+        let Some(t) = h.as_mut() else { return -1 };
+        if n != t.conns.len() || (n > 0 && cdir.is_null()) {
+            return -1;
+        }
+        let cdir = if n > 0 { from_raw_parts(cdir, n) } else { &[] };
+        if cdir.iter().any(|&d| d != 0 && d != 1) {
+            return -1;
+        }
+        let p = t.pairs(cdir, t0);
+        t.release();
+        let len = p.conn.len() as i64;
+        t.pending_pairs = Some(p);
+        len
+    }
+
+    /// Copy the pairs of the last `swell_ct_pairs` into eight columns (conn, req_size,
+    /// rsp_size as int64; req_t0, req_t1, rsp_t0, rsp_t1, think_before as float64) and
+    /// release them.
+    ///
+    /// # Safety
+    /// Each of the eight pointers is writable for the number of pairs.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_pairs_copy(h: *mut Tracker, out: *const *mut u8) -> i32 {
+        let Some(t) = h.as_mut() else { return -1 };
+        let Some(p) = t.pending_pairs.take() else {
+            return -1;
+        };
+        let o = from_raw_parts(out, 8);
+        let n = p.conn.len();
+        for (k, v) in [&p.conn, &p.req_size, &p.rsp_size].into_iter().enumerate() {
+            std::ptr::copy_nonoverlapping(v.as_ptr(), o[k] as *mut i64, n);
+        }
+        let floats = [&p.req_t0, &p.req_t1, &p.rsp_t0, &p.rsp_t1, &p.think];
+        for (k, v) in floats.into_iter().enumerate() {
+            std::ptr::copy_nonoverlapping(v.as_ptr(), o[3 + k] as *mut f64, n);
+        }
+        0
+    }
+
+    /// Host addresses (hi, lo) in host-id order, histogram cells (key, count), and the
+    /// ambiguous packet pairs (host, bits per second).
+    ///
+    /// # Safety
+    /// Every pointer is writable for the matching size of `swell_ct_sizes`.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_tables(
+        h: *const Tracker,
+        hi: *mut u64,
+        lo: *mut u64,
+        hkey: *mut i64,
+        hcount: *mut i64,
+        ahost: *mut i64,
+        abps: *mut f64,
+    ) -> i32 {
+        let Some(t) = h.as_ref() else { return -1 };
+        for (i, &(a, b)) in t.host_addr.iter().enumerate() {
+            *hi.add(i) = a;
+            *lo.add(i) = b;
+        }
+        for (i, (&k, &v)) in t.hist.iter().enumerate() {
+            *hkey.add(i) = k;
+            *hcount.add(i) = v;
+        }
+        for (i, &(a, b)) in t.ambiguous.iter().enumerate() {
+            *ahost.add(i) = a;
+            *abps.add(i) = b;
+        }
+        0
+    }
 }

@@ -1,0 +1,89 @@
+//! Unit tests of the native connection tracker (`conntrack.rs`).
+
+use super::*;
+
+/// (ts_us, from_client, flags, seq, ack, payload) of one crafted packet.
+type P = (i64, bool, u8, u32, u32, u32);
+
+/// One crafted connection.
+const PKTS: [P; 8] = [
+    (0, true, SYN, 1000, 0, 0),
+    (40_000, false, SYN | ACK, 5000, 1001, 0),
+    (50_000, true, ACK, 1001, 5001, 0),
+    (51_000, true, ACK, 1001, 5001, 300),
+    (91_000, false, ACK, 5001, 1301, 1460),
+    (92_168, false, ACK, 6461, 1301, 1460),
+    (300_000, false, ACK, 6461, 1301, 1460), // retransmission
+    (310_000, true, ACK, 1301, 7921, 0),
+];
+
+fn run(chunk: usize) -> Tracker {
+    let n = PKTS.len();
+    let (c, s) = (0xFFFF_0A00_0001u64, 0xFFFF_0A00_0101u64);
+    let col = |f: &dyn Fn(&P) -> u64| -> Vec<u64> { PKTS.iter().map(f).collect() };
+    let ts: Vec<i64> = PKTS.iter().map(|p| p.0 * 1000).collect();
+    let src = col(&|p| if p.1 { c } else { s });
+    let dst = col(&|p| if p.1 { s } else { c });
+    let sport: Vec<u16> = PKTS.iter().map(|p| if p.1 { 40000 } else { 80 }).collect();
+    let dport: Vec<u16> = PKTS.iter().map(|p| if p.1 { 80 } else { 40000 }).collect();
+    let flags: Vec<u8> = PKTS.iter().map(|p| p.2).collect();
+    let seq: Vec<u32> = PKTS.iter().map(|p| p.3).collect();
+    let ack: Vec<u32> = PKTS.iter().map(|p| p.4).collect();
+    let pl: Vec<u32> = PKTS.iter().map(|p| p.5).collect();
+    let iplen: Vec<u32> = pl.iter().map(|x| x + 40).collect();
+    let (ver, proto, zero8, ok) = (vec![4u8; n], vec![TCP; n], vec![0u8; n], vec![1u8; n]);
+    let zero64 = vec![0u64; n];
+    let mut t = Tracker::new(60_000_000_000, 600_000_000_000);
+    let mut i = 0;
+    while i < n {
+        let r = i..(i + chunk).min(n);
+        let ch = Chunk {
+            ts_ns: &ts[r.clone()],
+            wirelen: &iplen[r.clone()],
+            ipver: &ver[r.clone()],
+            proto: &proto[r.clone()],
+            frag: &zero8[r.clone()],
+            saddr_hi: &zero64[r.clone()],
+            saddr_lo: &src[r.clone()],
+            daddr_hi: &zero64[r.clone()],
+            daddr_lo: &dst[r.clone()],
+            sport: &sport[r.clone()],
+            dport: &dport[r.clone()],
+            tcp_flags: &flags[r.clone()],
+            seq: &seq[r.clone()],
+            ack: &ack[r.clone()],
+            ip_len: &iplen[r.clone()],
+            payload_len: &pl[r.clone()],
+            l4_ok: &ok[r.clone()],
+        };
+        t.add(&ch).unwrap();
+        i += chunk;
+    }
+    t
+}
+
+#[test]
+fn handshake_runs_retransmission_pairs() {
+    for chunk in [1, 3, 8] {
+        let t = run(chunk);
+        assert_eq!(t.conns.len(), 1);
+        let c = &t.conns[0];
+        let (cd, sd) = (c.syn_dir as usize, 1 - c.syn_dir as usize);
+        assert_eq!(
+            (c.syn_ns, c.synack_ns, c.ack_ns),
+            (0, 40_000_000, 50_000_000)
+        );
+        assert_eq!(c.dirs[cd].new_bytes, 300);
+        assert_eq!(c.dirs[sd].new_bytes, 2920);
+        assert_eq!((c.dirs[sd].data_pkts, c.dirs[sd].retx), (3, 1));
+        // one finished client run (300 bytes), the server run still open
+        assert_eq!(t.runs.len(), 1);
+        assert_eq!((t.runs[0].bytes, c.run.bytes, c.run.pkts), (300, 2920, 2));
+        // the back-to-back pair: 1500 bytes in 1.168 ms; the retransmission adds no run time
+        assert_eq!(t.hist.values().sum::<i64>(), 1);
+        assert_eq!(t.final_order().len(), 2);
+        let p = t.pairs(&[c.syn_dir], 0);
+        assert_eq!((p.conn.len(), p.req_size[0], p.rsp_size[0]), (1, 300, 2920));
+        assert!((p.rsp_t1[0] - 0.092168).abs() < 1e-12 && p.think[0].is_nan());
+    }
+}
