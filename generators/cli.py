@@ -143,7 +143,7 @@ def _add_cbr(sub: argparse._SubParsersAction, name: str, dist: str | None) -> No
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    gen = subparsers.add_parser("gen", help="run a traffic generator (swing, cbr, poisson)",
+    gen = subparsers.add_parser("gen", help="run a generator (swing, cbr, poisson, upb, ...)",
                                 description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = gen.add_subparsers(dest="gen_command", metavar="GENERATOR", required=True)
@@ -173,6 +173,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     _add_cbr(sub, "cbr", None)
     _add_cbr(sub, "poisson", "poisson")
+
+    from swell.generators import playback, replay
+
+    playback.add_parsers(sub)  # swell gen upb | tpb
+    replay.add_parsers(sub)  # swell gen replay
 
     p = sub.add_parser("serve", help="only the Swing server side, until Ctrl-C")
     p.add_argument("--listen", action="append", required=True, help="ADDR:PORT (repeat)")

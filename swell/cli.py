@@ -59,13 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod_name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(mod_name)
-        except ModuleNotFoundError as exc:  # TEMPORARY during parallel development
-            if exc.name == mod_name:
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(mod_name).register(sub)
     return parser
 
 

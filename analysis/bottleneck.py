@@ -1,0 +1,84 @@
+"""Reducing a dumbbell's bottleneck captures (fidelity bench, responsiveness tests).
+
+A :class:`swell.topologies.topology.Topology` with capture on writes one file
+per bottleneck direction into its capture directory:
+``bottleneck-forward.pcap`` (client side -> server side) and
+``bottleneck-reverse.pcap``. Swing clients sit on the client side and open
+every connection, so *forward* is the trace's client -> server direction
+(``c2s``) and *reverse* is ``s2c``; this module names them so and keeps the
+files apart instead of re-deriving directions from SYNs (which would also
+work, but a direction file is exact by construction).
+
+Helpers, all small and pure except the loaders:
+
+* :func:`load_bottleneck` reads both files as ``{"c2s": Packets, "s2c": Packets}``;
+* :func:`without_hosts` drops packets to or from given IPv4 addresses (the
+  foreground hosts, so only the background is measured);
+* :func:`merge_directions` concatenates both directions in time order with
+  the matching direction masks, the form :func:`swell.analysis.fidelity.fidelity`
+  takes;
+* :func:`rate_series` bins a direction into bit/s on a fixed grid;
+* :func:`window_mean` is the mean of a rate series over ``[a, b)`` seconds.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import numpy as np
+
+from swell.analysis.timeseries import V4_PREFIX_LO, Packets, bin_counts, load_packets
+from swell.errors import SwellError
+
+DIRECTION_FILES = {"c2s": "bottleneck-forward.pcap", "s2c": "bottleneck-reverse.pcap"}
+
+
+def load_bottleneck(capture_dir: str | Path) -> dict[str, Packets]:
+    """Both bottleneck directions of a run: ``c2s`` = forward, ``s2c`` = reverse."""
+    out = {}
+    for name, fname in DIRECTION_FILES.items():
+        path = Path(capture_dir) / fname
+        if not path.is_file():
+            raise SwellError(path, "no bottleneck capture (was capture enabled?)")
+        out[name] = load_packets(path)
+    return out
+
+
+def _v4_keys(ips: list[str]) -> np.ndarray:
+    return np.array([int(ipaddress.IPv4Address(ip)) | V4_PREFIX_LO for ip in ips], np.uint64)
+
+
+def without_hosts(p: Packets, ips: list[str]) -> Packets:
+    """The packets with neither source nor destination among the IPv4 addresses ``ips``."""
+    if not ips:
+        return p
+    keys = _v4_keys(ips)
+    hit = np.isin(p.saddr_lo, keys) | np.isin(p.daddr_lo, keys)
+    return p.take(~hit)
+
+
+def merge_directions(dirs: dict[str, Packets]) -> tuple[Packets, dict[str, np.ndarray]]:
+    """One time-ordered :class:`Packets` of all directions, and a mask per direction."""
+    names = list(dirs)
+    fields = Packets.__dataclass_fields__
+    cat = {k: np.concatenate([getattr(dirs[n], k) for n in names]) for k in fields}
+    label = np.concatenate([np.full(len(dirs[n]), i) for i, n in enumerate(names)])
+    order = np.argsort(cat["ts_ns"], kind="stable")
+    merged = Packets(**{k: v[order] for k, v in cat.items()})
+    label = label[order]
+    return merged, {n: label == i for i, n in enumerate(names)}
+
+
+def rate_series(p: Packets, bin_s: float, start_ns: int, end_ns: int) -> np.ndarray:
+    """Bit/s per bin of ``bin_s`` over ``[start_ns, end_ns)`` (empty bins are zeros)."""
+    bin_ns = int(round(bin_s * 1e9))
+    return bin_counts(p.ts_ns, p.size, bin_ns, start_ns, end_ns).bits_per_s
+
+
+def window_mean(rates: np.ndarray, bin_s: float, a_s: float, b_s: float) -> float:
+    """Mean of a rate series over the bins inside ``[a_s, b_s)`` seconds from its start."""
+    i, j = int(np.ceil(a_s / bin_s - 1e-9)), int(np.floor(b_s / bin_s + 1e-9))
+    if j <= i:
+        raise ValueError(f"window [{a_s}, {b_s}) s holds no whole bin of {bin_s} s")
+    return float(np.mean(rates[i:j]))
