@@ -13,7 +13,8 @@ Helpers, all small and pure except the loaders:
 
 * :func:`load_bottleneck` reads both files as ``{"c2s": Packets, "s2c": Packets}``;
 * :func:`without_hosts` drops packets to or from given IPv4 addresses (the
-  foreground hosts, so only the background is measured);
+  foreground hosts, so only the background is measured), :func:`only_hosts`
+  keeps just those (one background among several);
 * :func:`merge_directions` concatenates both directions in time order with
   the matching direction masks, the form :func:`swell.analysis.fidelity.fidelity`
   takes;
@@ -49,13 +50,20 @@ def _v4_keys(ips: list[str]) -> np.ndarray:
     return np.array([int(ipaddress.IPv4Address(ip)) | V4_PREFIX_LO for ip in ips], np.uint64)
 
 
-def without_hosts(p: Packets, ips: list[str]) -> Packets:
-    """The packets with neither source nor destination among the IPv4 addresses ``ips``."""
-    if not ips:
-        return p
+def touches_hosts(p: Packets, ips: list[str]) -> np.ndarray:
+    """Mask of the packets whose source or destination is one of the IPv4 addresses ``ips``."""
     keys = _v4_keys(ips)
-    hit = np.isin(p.saddr_lo, keys) | np.isin(p.daddr_lo, keys)
-    return p.take(~hit)
+    return np.isin(p.saddr_lo, keys) | np.isin(p.daddr_lo, keys)
+
+
+def without_hosts(p: Packets, ips: list[str]) -> Packets:
+    """The packets with neither source nor destination among ``ips``."""
+    return p.take(~touches_hosts(p, ips)) if ips else p
+
+
+def only_hosts(p: Packets, ips: list[str]) -> Packets:
+    """The packets from or to one of ``ips``."""
+    return p.take(touches_hosts(p, ips))
 
 
 def merge_directions(dirs: dict[str, Packets]) -> tuple[Packets, dict[str, np.ndarray]]:

@@ -143,6 +143,20 @@ def topology_for(topology: dict[str, Any], bg: BackgroundSpec, model: Path | Non
     return topo
 
 
+def check_rate(bg: BackgroundSpec, topology: dict[str, Any], model: Path | None) -> None:
+    """An open-loop background at or above the bottleneck's rate is an error, not a study."""
+    if bg.kind not in ("cbr", "poisson"):
+        return
+    rate = bg.rate_mbps if bg.rate_mbps is not None else (
+        model_rate_bps(model) / 1e6 if model is not None else None)
+    bn = (topology.get("bottleneck") or {})
+    cap = bn.get("rate_mbps")
+    rev = (bn.get("reverse") or {}).get("rate_mbps", cap)
+    if rate is not None and rev is not None and rate >= float(rev):
+        raise SwellError("background", f"{bg.display()} sends {rate:g} Mbit/s, at or above the "
+                         f"bottleneck's {float(rev):g} Mbit/s: it would only measure the queue")
+
+
 def place_of(topo: Any, host: Any) -> Place:
     """A generator ``Place`` that runs processes in an emulated host's namespace."""
     from swell.topologies.layout import in_ns

@@ -116,8 +116,8 @@ def foreground_result(pcap: Path | None, server_ip: str, port: int, timing: dict
 
 def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str, float],
                 summary: HttperfSummary | None, gen: GenResult | None, report: dict[str, Any],
-                fg_pcap: Path | None, topo: dict[str, Any], model: Path | None
-                ) -> dict[str, Any]:
+                fg_pcap: Path | None, topo: dict[str, Any], model: Path | None,
+                bulk: dict[str, Any] | None = None) -> dict[str, Any]:
     """The results entry of one run."""
     from swell.experiments.runner import FG_PORT
     from swell.topologies.addressing import plan_addresses
@@ -137,6 +137,8 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
     if server_ip:
         fg = foreground_result(fg_pcap, server_ip, FG_PORT, timing, summary,
                                plan.spec.foreground.object_bytes)
+    if bulk is not None:
+        fg = {"bulk": bulk}
     gen_summary = None
     if gen is not None:
         gen_summary = {"name": gen.name, "summary": gen.summary}
@@ -150,6 +152,7 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
         "background_kind": plan.spec.background.kind,
         "model": str(model) if model else None,
         "engine": engine,
+        "prefix": timing.pop("prefix", None),
         "timing": timing,
         "bottleneck": directions,
         "foreground": fg,

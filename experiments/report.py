@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from swell.analysis import plots as P
-from swell.analysis.energy import EnergyPlot
+from swell.analysis.energy import EnergyPlot, hurst_estimate
 from swell.analysis.metrics import SLOWDOWN_STATS, slowdown, summary
 from swell.experiments.results import baseline_for, baseline_label, group_runs, load_results
 from swell.fsutil import write_text
@@ -77,6 +77,23 @@ def _series_plot(groups: dict, out: Path, direction: str) -> list[Path]:
     return P.save(fig, out / f"timeseries-{direction}")
 
 
+def _bulk_plot(groups: dict, out: Path) -> list[Path]:
+    """The foreground bulk download's throughput per configuration (repetition 0)."""
+    lines, colors = [], []
+    pal = _palette(groups)
+    for label, runs in groups.items():
+        bulk = (runs[0].get("foreground") or {}).get("bulk")
+        if bulk and bulk.get("series_mbps"):
+            v = np.asarray(bulk["series_mbps"], float)
+            lines.append((label, np.arange(v.size) * bulk.get("interval_s", 0.1), v))
+            colors.append(pal[label])
+    if not lines:
+        return []
+    fig = P.plot_time_series(lines, title="Foreground bulk download (iperf3, 100 ms)", scale=1.0,
+                             colors=colors)
+    return P.save(fig, out / "foreground-bulk")
+
+
 def _slowdowns(data: dict, groups: dict) -> dict[str, dict[str, tuple[float, float]]]:
     """Per configuration, slowdown against its own baseline (same sweep point)."""
     out = {}
@@ -121,6 +138,37 @@ def _table(groups: dict, slow: dict) -> str:
     return f"<table><tr>{th}</tr>{body}</table>"
 
 
+def _findings(groups: dict) -> list[str]:
+    """What the numbers say, one sentence per configuration (computed, not written by hand).
+
+    Burstiness: the weighted slope of the downloads-direction energy plot from octave 3
+    (8 ms) up (0 for Poisson-like traffic, positive when energy grows with the time
+    scale). Response times: the spread p90/p10 (1.0 for a vertical CDF).
+    """
+    out = []
+    for label, runs in groups.items():
+        parts = []
+        e = runs[0]["bottleneck"]["reverse"].get("energy")
+        if e:
+            plot = EnergyPlot.from_dict(e)
+            try:
+                h = hurst_estimate(plot, 3)
+                shape = ("nearly flat (Poisson-like)" if abs(h.slope) < 0.15 else
+                         "rising with the time scale (bursty at large scales)" if h.slope > 0
+                         else "falling with the time scale")
+                parts.append(f"background energy {shape}: slope {h.slope:+.2f} per octave "
+                             f"over octaves {h.j1}-{h.j2} (Hurst {h.hurst:.2f})")
+            except ValueError:
+                pass
+        rts = np.concatenate(_rts(runs)) if runs else np.zeros(0)
+        if rts.size >= 5:
+            p10, p50, p90 = np.percentile(rts, [10, 50, 90])
+            parts.append(f"response times median {p50:.3f} s, spread p90/p10 = {p90 / p10:.2f}")
+        if parts:
+            out.append(f"{label}: " + "; ".join(parts) + ".")
+    return out
+
+
 def _img(path: Path, caption: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     svg = path.with_suffix(".svg").name
@@ -138,6 +186,7 @@ CAPTIONS = {
               "bottleneck, 1 ms bins, 95% intervals. Flat: no burstiness beyond Poisson; "
               "rising with the time scale: bursty at large time scales.",
     "timeseries": "Background throughput at the bottleneck over time.",
+    "bulk": "Throughput of the foreground's bulk TCP download, competing with the background.",
     "cdf": "Foreground response times (SYN to last response byte, measured at the client).",
     "slowdown": "Response time relative to the baseline; bars are the mean over "
                 "repetitions, whiskers one standard deviation.",
@@ -152,15 +201,19 @@ def make_report(results: str | Path, out: str | Path | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     groups = group_runs(data)
     base = baseline_label(data)
+    wanted = set((data.get("experiment") or {}).get("plots") or ("energy", "timeseries", "cdf",
+                                                                  "slowdown"))
     figures: list[tuple[Path, str]] = []
-    for d in ("reverse", "forward"):
+    for d in ("reverse", "forward") if "energy" in wanted else ():
         figures += [(p, CAPTIONS["energy"]) for p in _energy_plots(groups, out, d)
                     if p.suffix == ".png"]
-    for d in ("reverse", "forward"):
+    for d in ("reverse", "forward") if "timeseries" in wanted else ():
         figures += [(p, CAPTIONS["timeseries"]) for p in _series_plot(groups, out, d)
                     if p.suffix == ".png"]
+    if "timeseries" in wanted:
+        figures += [(p, CAPTIONS["bulk"]) for p in _bulk_plot(groups, out) if p.suffix == ".png"]
     samples = [(label, np.concatenate(_rts(runs))) for label, runs in groups.items()]
-    if any(s.size for _, s in samples):
+    if "cdf" in wanted and any(s.size for _, s in samples):
         pal = _palette(groups)
         fig = P.plot_cdfs([(lab, s) for lab, s in samples if s.size],
                           title="Foreground response times",
@@ -168,7 +221,7 @@ def make_report(results: str | Path, out: str | Path | None = None) -> Path:
         figures += [(p, CAPTIONS["cdf"]) for p in P.save(fig, out / "response-cdf")
                     if p.suffix == ".png"]
     slow = _slowdowns(data, groups)
-    if slow:
+    if slow and "slowdown" in wanted:
         fig = P.plot_slowdown_bars(list(slow.items()), SLOWDOWN_STATS,
                                    title=f"Slowdown against {base or 'no background'}")
         figures += [(p, CAPTIONS["slowdown"]) for p in P.save(fig, out / "slowdown")
@@ -185,7 +238,10 @@ def make_report(results: str | Path, out: str | Path | None = None) -> Path:
             f"{html.escape(str(exp.get('name')))}</title><style>{CSS}</style></head><body>"
             f"<h1>{html.escape(str(exp.get('name')))}</h1>"
             f"<p>{html.escape(str(exp.get('description') or ''))}</p>"
-            f"<p class='meta'>{html.escape(meta)}</p><h2>Numbers</h2>{_table(groups, slow)}"
+            f"<p class='meta'>{html.escape(meta)}</p>"
+            f"<h2>What the numbers say</h2><ul>"
+            f"{''.join(f'<li>{html.escape(x)}</li>' for x in _findings(groups))}</ul>"
+            f"<h2>Numbers</h2>{_table(groups, slow)}"
             f"<h2>Plots</h2>{''.join(_img(p, c) for p, c in figures)}</body></html>\n")
     dest = out / "index.html"
     write_text(dest, page)

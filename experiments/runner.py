@@ -40,6 +40,7 @@ from swell.experiments.results import RESULTS_VERSION, assemble_results
 from swell.experiments.schema import Experiment, RunPlan, expand_runs, load_experiment
 from swell.fsutil import write_json
 from swell.generators.base import live_status
+from swell.generators.bulk import Bulk
 from swell.generators.web import ApacheServer, Httperf
 from swell.progress import Progress
 
@@ -113,6 +114,7 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
         exp.topology if isinstance(exp.topology, dict) else {}, bg, model
     )
     topo_dict.setdefault("seed", plan.seed)
+    bgs.check_rate(bg, topo_dict, model)
     spec = spec_from_dict(topo_dict, f"{plan.key} topology")
     write_json(rdir / "topology.json", json.loads(spec.model_dump_json()))
     total = exp.warmup_s + exp.duration_s
@@ -123,7 +125,8 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
         _set_congestion_control(topo, exp.congestion_control)
         gen = bgs.make_background(bg, topo, model, rdir / "background", total + 5, plan.seed,
                                   base_dir)
-        apache = httperf = None
+        apache = httperf = bulk = None
+        bulk_result = None
         fg_client_pcap = rdir / "capture" / "fg-client.pcap"
         tcpdump = None
         try:
@@ -140,6 +143,11 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
                 apache.start(bgs.place_of(topo, srv), [fg.object_bytes], plan.seed)
                 apache.wait_ready(bgs.place_of(topo, cli))
                 tcpdump = _client_capture(topo, cli, srv.ip, fg_client_pcap)
+            elif fg.kind == "bulk":
+                srv, cli = topo.fg_servers[0], topo.fg_clients[0]
+                bulk = Bulk(srv.ip, cli.ip, exp.duration_s)
+                bulk.start_server(bgs.place_of(topo, srv))
+                bulk.wait_ready(bgs.place_of(topo, cli))
             while time.monotonic() - t0 < exp.warmup_s:
                 _tick(gen, prog, time.monotonic() - t0)
             timing["foreground_start"] = time.time()
@@ -147,17 +155,24 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
                 max_conns = fg.objects or 10_000_000
                 httperf = Httperf(topo.fg_servers[0].ip, FG_PORT, fg.object_bytes, max_conns)
                 httperf.start(bgs.place_of(topo, topo.fg_clients[0]))
+            if bulk is not None:
+                bulk.start_client(bgs.place_of(topo, topo.fg_clients[0]))
             while time.monotonic() - t0 < total:
                 if httperf is not None and httperf.proc is not None and \
                         httperf.proc.poll() is not None:
                     break
+                if bulk is not None and not bulk.running():
+                    break
                 _tick(gen, prog, time.monotonic() - t0)
             timing["end"] = time.time()
             summary = httperf.stop() if httperf is not None else None
+            bulk_result = bulk.finish() if bulk is not None else None
             if summary is not None and summary.status_other:
                 raise SwellError("httperf", f"{summary.status_other} replies were not 2xx "
                                  f"(see {rdir / 'apache' / 'apache-error.log'})")
         finally:
+            if bulk is not None:
+                bulk.stop()
             if gen is not None:
                 gen.stop()
             if apache is not None:
@@ -169,12 +184,13 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
                                      "packets: response times would be incomplete")
         gen_result = gen.collect(exp.warmup_s) if gen is not None else None
         engine_used = topo.engine_name
+        timing["prefix"] = topo.prefix  # type: ignore[assignment]
     report = topo.report
     if report.get("problems"):
         raise SwellError(rdir, "; ".join(report["problems"]))
     return collect_run(
         plan, rdir, engine_used, timing, summary, gen_result, report,
-        fg_client_pcap if fg.kind == "httperf" else None, topo_dict, model,
+        fg_client_pcap if fg.kind == "httperf" else None, topo_dict, model, bulk_result,
     )
 
 

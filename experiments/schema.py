@@ -107,6 +107,8 @@ class BackgroundSpec(_Strict):
 
 
 class ForegroundSpec(_Strict):
+    """httperf against Apache (response times), a bulk iperf3 download, or nothing."""
+
     kind: ForegroundKind = "httperf"
     object_bytes: int = Field(1_000_000, gt=0)
     objects: int = Field(0, ge=0, description="0: fetch back to back for the whole run")

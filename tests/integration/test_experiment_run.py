@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from swell.cli import main as swell_main
 
@@ -32,29 +31,20 @@ sweep:
     - {kind: poisson, rate_mbps: 8, label: Poisson 8M}
 """
 
-SWELL_NAME = re.compile(r"\bsw[0-9a-f]{4}-")
-
-
-def _swell_objects() -> set[str]:
+def _leftovers(prefixes: set[str], study: Path) -> set[str]:
+    """Namespaces, interfaces and processes of these runs (by prefix or study path)."""
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    found = {ln.split()[0] for ln in ns.splitlines() if SWELL_NAME.match(ln)}
-    found |= {ln.split(":")[1].strip() for ln in links.splitlines() if SWELL_NAME.search(ln)}
+    found = {ln.split()[0] for ln in ns.splitlines() if any(p in ln for p in prefixes)}
+    found |= {ln.split(":")[1].strip() for ln in links.splitlines()
+              if any(p in ln for p in prefixes)}
     found |= {ln for ln in procs.splitlines()
-              if ln.startswith(("httperf", "/usr/sbin/apache2 -f", "swell-link", "swell-gen"))
-              or "target/release/swell-" in ln}
+              if str(study) in ln or any(f"--name {p}" in ln for p in prefixes)}
     return found
 
 
-@pytest.fixture
-def no_leaks():
-    before = _swell_objects()
-    yield
-    assert _swell_objects() - before == set()
-
-
-def test_short_study_end_to_end(tmp_path: Path, no_leaks, monkeypatch):
+def test_short_study_end_to_end(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("SWELL_QUIET", "1")
     exp = tmp_path / "exp.yaml"
     exp.write_text(EXP)
@@ -63,6 +53,9 @@ def test_short_study_end_to_end(tmp_path: Path, no_leaks, monkeypatch):
     data = json.loads((study / "results.json").read_text())
     assert data["format"] == "swell-results" and len(data["runs"]) == 2
     by = {r["label"]: r for r in data["runs"]}
+    prefixes = {r["prefix"] for r in data["runs"]}
+    assert all(re.fullmatch(r"sw[0-9a-f]{4}", p) for p in prefixes)
+    assert _leftovers(prefixes, study) == set()
     for r in by.values():
         fg = r["foreground"]
         rts = np.asarray(fg["response_times_s"])

@@ -40,6 +40,17 @@ def test_topology_for_each_background_kind():
         "clients"] == {"count": 2, "access": {"delay_ms": 3}}
 
 
+def test_open_loop_rate_above_the_bottleneck_is_an_error():
+    from swell.experiments.backgrounds import check_rate
+
+    check_rate(BackgroundSpec(kind="cbr", rate_mbps=19), TOPO, None)
+    with pytest.raises(SwellError, match="at or above the bottleneck"):
+        check_rate(BackgroundSpec(kind="poisson", rate_mbps=25), TOPO, None)
+    rev = {**TOPO, "bottleneck": {"rate_mbps": 20, "reverse": {"rate_mbps": 5}}}
+    with pytest.raises(SwellError, match="5 Mbit/s"):
+        check_rate(BackgroundSpec(kind="cbr", rate_mbps=8), rev, None)
+
+
 def _run(label: str, kind: str, rep: int, rts: np.ndarray, rng: np.random.Generator) -> dict:
     x = rng.poisson(50, 4096).astype(float)
     d = {"bg_mean_mbps": 3.3, "all_mean_mbps": 10.0, "series_bin_s": 0.1,

@@ -1,0 +1,276 @@
+"""Fidelity bench of the Swing generator (manual; root): ``.venv/bin/python bench/fidelity.py``.
+
+For each real capture (issue 5, "How it must be checked", DESIGN 5):
+
+1. extract the Swing model (``swell.extract.cli.extract_model``), saved under the output;
+2. bring up a dumbbell (``Topology``, native engine) whose background hosts get
+   the model's per-host network parameters (``model:`` draw in the topology
+   spec: delay, capacity and loss of one observed host per emulated host, as
+   many emulated hosts per side as the model has observed hosts, so the
+   trace's server popularity maps one to one) and a 100 Mbit/s bottleneck with
+   a 1000-packet queue, far above anything these traces carry (not the limit);
+3. draw a schedule at the model's rate (scale 1, fixed seed) for ``--factor``
+   times the trace's length and run the Swing generator placed as
+   ``swell.experiments.backgrounds`` places it (one ``swell-gen`` per namespace);
+4. capture both bottleneck directions. Direction mapping: in the original,
+   client -> server and server -> client by SYN (``swell.analysis.timeseries``'s
+   ``syn`` rule); at the bottleneck, forward (client side -> server side) is
+   ``c2s`` because Swing clients open every connection, reverse is ``s2c``
+   (the SYN rule applied to the merged generated capture is printed as a check);
+5. compare with ``swell.analysis.fidelity``: mean throughput per direction
+   (within 10%?), energy per octave against the original's first-half /
+   second-half floor, KS distances of the generated capture re-extracted
+   against the model; print the table, write ``fidelity.json``, ``table.txt``
+   and the overlay plots (PNG + SVG) under ``--out/<capture>/``.
+
+The generated window is ``[client start, client start + run length)``; sessions
+still open at its end are cut by a hard stop two seconds later.
+
+Captures: the bundled ``data/pcap/example.pcap`` (15.6 s) and
+``../shared/data/pcap/ndpi/alexa-app.pcapng`` (176 s, an Android phone using
+Amazon's Alexa app, from the nDPI test suite). The latter is LGPL: it is only
+read from ``../shared`` and never copied into this repository (the bench skips
+it with a message when absent); only derived numbers and plots are written.
+
+Run time: about 12 minutes with the default ``--factor 4`` (example: 63 s of
+traffic; alexa-app: 3 x 176 s, the factor is capped by ``--max-run``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from swell.analysis.bottleneck import load_bottleneck, merge_directions  # noqa: E402
+from swell.analysis.cli import _fidelity_plots  # noqa: E402
+from swell.analysis.fidelity import (  # noqa: E402
+    FidelityConfig,
+    FidelityResult,
+    add_ks,
+    fidelity,
+    format_table,
+    model_distributions,
+    reextracted_distributions,
+)
+from swell.analysis.timeseries import directions_by_rule, load_packets  # noqa: E402
+from swell.fsutil import write_json  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+SEED = 1
+
+
+@dataclass(frozen=True)
+class Capture:
+    name: str
+    path: Path
+    note: str
+
+
+CAPTURES = [
+    Capture("example", REPO / "data/pcap/example.pcap", "bundled, 15.6 s, one LAN's web/DNS"),
+    Capture("alexa-app", SHARED / "data/pcap/ndpi/alexa-app.pcapng",
+            "nDPI test capture (LGPL, read from ../shared, not copied), 176 s, one phone"),
+]
+
+
+def topology_dict(model: Path, n_clients: int, n_servers: int) -> dict[str, Any]:
+    """A dumbbell with model-drawn access links and a bottleneck that is not the limit."""
+    return {
+        "network": "10.79.0.0/16",
+        "bottleneck": {"rate_mbps": 100, "delay_ms": 0, "queue_packets": 1000},
+        "clients": {"count": n_clients, "model": {"path": str(model), "side": "client"}},
+        "servers": {"count": n_servers, "model": {"path": str(model), "side": "server"}},
+        "engine": "native",
+        "seed": SEED,
+    }
+
+
+def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
+    from swell.extract.cli import extract_model
+    from swell.extract.model import load_model, save_model
+
+    model_dir = out / "model"
+    save_model(extract_model(cap.path, label=f"extract {cap.name}"), model_dir)
+    return model_dir, load_model(model_dir)
+
+
+def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
+    """The model's applications the generator can run, and those it cannot (no exchanges).
+
+    An application whose connections never carried a byte (e.g. alexa-app's
+    ``http-alt-tcp``: five SYN-only or one-way attempts) has no request/response
+    samples; ``build_schedule`` refuses such a model as a whole, so it is left out
+    here and listed in the table.
+    """
+    from swell.generators.schedule import load_app_samples
+
+    apps, scale = load_app_samples(model_dir)
+    ok = [a for a in apps if a.req_size.size and a.rsp_size.size and a.num_pairs.size]
+    return ok, scale, [a.name for a in apps if a not in ok]
+
+
+def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float) -> Any:
+    """The Swing generator placed on the topology as ``swell.experiments.backgrounds`` does."""
+    from swell.experiments.backgrounds import place_of
+    from swell.generators.schedule import build_schedule, write_schedule
+    from swell.generators.swing import PlaceHosts, SwingConfig, SwingGenerator
+
+    apps, scale, _ = usable_apps(model_dir)
+    sched = build_schedule(apps, [h.ip for h in topo.clients], [h.ip for h in topo.servers],
+                           run_s, SEED, scale=scale)
+    path = write_schedule(out / "schedule.jsonl", sched)
+
+    def groups(hosts: list[Any]) -> list[PlaceHosts]:
+        by_node: dict[str, list[Any]] = {}
+        for h in hosts:
+            by_node.setdefault(h.node, []).append(h)
+        return [PlaceHosts(place_of(topo, hs[0]), [h.ip for h in hs]) for hs in by_node.values()]
+
+    return SwingGenerator(SwingConfig(
+        schedule=path, out_dir=out / "background",
+        server=place_of(topo, topo.servers[0]), client=place_of(topo, topo.clients[0]),
+        server_groups=groups(topo.servers), client_groups=groups(topo.clients),
+        duration_s=run_s + 2.0))
+
+
+def run_swing(model_dir: Path, model: Any, out: Path, run_s: float) -> dict[str, Any]:
+    """Generate ``run_s`` seconds of Swing traffic through the dumbbell; capture it."""
+    from swell.generators.swing import load_records
+    from swell.topologies.spec import spec_from_dict
+    from swell.topologies.topology import Topology
+
+    n_c = max(1, len(model.arrays["net/client/delay_s"]))
+    n_s = max(1, len(model.arrays["net/server/delay_s"]))
+    spec = spec_from_dict(topology_dict(model_dir, n_c, n_s), "fidelity topology")
+    cap_dir = out / "capture"
+    with Topology(spec, capture_dir=cap_dir) as topo:
+        gen = swing_background(topo, model_dir, out, run_s)
+        try:
+            gen.check()
+            gen.start_server()
+            gen.wait_ready(15)
+            t0_ns = time.time_ns()
+            gen.start_client()
+            while gen.running() and time.time_ns() - t0_ns < (run_s + 2.0) * 1e9:
+                gen.poll()
+                time.sleep(0.5)
+        finally:
+            gen.stop()
+        res = gen.collect()
+        links = {h.ip: h.link for h in topo.clients + topo.servers}
+    records = load_records(res.files["records"])
+    return {"t0_ns": t0_ns, "capture_dir": cap_dir, "records": records,
+            "report": topo.report, "links": links}
+
+
+def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
+            out: Path) -> FidelityResult:
+    cfg = FidelityConfig()
+    orig = load_packets(cap.path)
+    dirs_o = directions_by_rule(orig, cfg.direction)
+    gen, dirs_g = merge_directions(load_bottleneck(run["capture_dir"]))
+    t0 = int(run["t0_ns"])
+    first = int(gen.ts_ns.min())
+    if not t0 - 5e9 <= first <= t0 + run_s * 1e9:
+        raise RuntimeError(f"capture clock: first packet {(first - t0) / 1e9:+.1f} s from start")
+    result = fidelity(orig, gen, cfg, directions=(dirs_o, dirs_g),
+                      grids=((int(orig.ts_ns.min()), None), (t0, t0 + int(run_s * 1e9))))
+    merged = out / "generated.pcap"
+    subprocess.run(["mergecap", "-F", "pcap", "-w", str(merged),
+                    *(str(run["capture_dir"] / f) for f in
+                      ("bottleneck-forward.pcap", "bottleneck-reverse.pcap"))], check=True)
+    syn = directions_by_rule(gen, "syn")
+    agree = {d: float(gen.size[syn[d] & dirs_g[d]].sum() / max(gen.size[dirs_g[d]].sum(), 1))
+             for d in dirs_g}
+    d_gen, note = reextracted_distributions(merged)
+    if d_gen is None:
+        add_ks(result, None, None, note)
+    else:
+        add_ks(result, model_distributions(model_dir), d_gen,
+               "generated bottleneck capture re-extracted vs the model")
+    recs = run["records"]
+    result.meta.update({
+        "capture": cap.name, "original": str(cap.path), "note": cap.note,
+        "run_s": run_s, "seed": SEED, "syn_rule_agreement": agree,
+        "connections": len(recs), "connections_ok": sum(1 for r in recs if r.get("ok")),
+        "connections_cut": sum(1 for r in recs if r.get("error") == "cut"),
+        "connection_errors": sorted({r["error"] for r in recs if r.get("error")}),
+        "engine": run["report"].get("engine"), "problems": run["report"].get("problems"),
+        "apps_left_out": usable_apps(model_dir)[2],
+    })
+    return result
+
+
+def summary_lines(result: FidelityResult) -> list[str]:
+    m = result.meta
+    lines = [f"capture {m['capture']}: {m['note']}",
+             f"  generated {m['run_s']:.0f} s, seed {m['seed']}, engine {m['engine']}, "
+             f"{m['connections']} connections ({m['connections_ok']} complete, "
+             f"{m['connections_cut']} cut at the end; errors: {m['connection_errors'] or 'none'})",
+             f"  applications left out (no exchanges to generate): {m['apps_left_out'] or 'none'}",
+             "  bytes whose SYN-rule direction matches the bottleneck file: "
+             + ", ".join(f"{d} {v:.1%}" for d, v in m["syn_rule_agreement"].items())]
+    if result.ks:
+        ds = np.array([k.distance for k in result.ks])
+        lines.append(f"  KS distances: {len(ds)} distributions, median D={np.median(ds):.3f}, "
+                     f"max D={ds.max():.3f}")
+    return lines
+
+
+def bench_one(cap: Capture, out_root: Path, work_root: Path, factor: float, max_run: float
+              ) -> FidelityResult:
+    out = out_root / cap.name
+    out.mkdir(parents=True, exist_ok=True)
+    work = work_root / cap.name
+    work.mkdir(parents=True, exist_ok=True)
+    model_dir, model = extract(cap, work)
+    run_s = round(min(factor * model.duration_s, max_run), 1)
+    print(f"== {cap.name}: trace {model.duration_s:.1f} s, generating {run_s:.0f} s", flush=True)
+    run = run_swing(model_dir, model, work, run_s)
+    result = compare(cap, model_dir, run, run_s, work)
+    table = "\n".join(summary_lines(result)) + "\n\n" + format_table(result)
+    print(table, flush=True)
+    (out / "table.txt").write_text(table + "\n")
+    write_json(out / "fidelity.json", result.to_dict())
+    links = {ip: (None if lk is None else json.loads(lk.model_dump_json()))
+             for ip, lk in run["links"].items()}
+    write_json(out / "access-links.json", links)
+    for d in result.directions:
+        _fidelity_plots(out, d, argparse.Namespace(unit=result.config.unit))
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=REPO / "docs/fidelity",
+                    help="plots, tables and fidelity.json per capture")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/swell-fidelity"),
+                    help="models, captures and generator logs (large; not for the repository)")
+    ap.add_argument("--factor", type=float, default=4.0, help="run length / trace length")
+    ap.add_argument("--max-run", type=float, default=530.0, help="cap on a run's length, s")
+    ap.add_argument("--only", action="append", help="capture name(s) to run")
+    args = ap.parse_args()
+    for cap in CAPTURES:
+        if args.only and cap.name not in args.only:
+            continue
+        if not cap.path.is_file():
+            print(f"== {cap.name}: skipped, {cap.path} is absent", flush=True)
+            continue
+        bench_one(cap, args.out, args.work, args.factor, args.max_run)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

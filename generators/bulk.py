@@ -1,0 +1,114 @@
+"""The foreground bulk transfer: one long TCP download with iperf3.
+
+A bulk flow is the simplest foreground that *competes*: it fills the
+bottleneck queue, and a responsive background (real TCP) backs off while it
+runs and ramps up when it stops, where an open-loop one (UDP playback, CBR)
+keeps sending and loses packets instead. iperf3 serves on the foreground
+server's address and the client downloads from it (``-R``: the server sends,
+in the same direction as the web downloads), reporting its throughput every
+100 ms as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+from typing import Any
+
+from swell.errors import EnvironmentProblem, SwellError
+from swell.generators.base import Place
+from swell.generators.web import tcp_probe_argv
+
+PORT = 5201
+
+
+def check_dependencies() -> None:
+    if shutil.which("iperf3") is None:
+        raise EnvironmentProblem("iperf3", "not installed (apt-get install iperf3)")
+
+
+class Bulk:
+    """iperf3 -R from the foreground server to the foreground client."""
+
+    def __init__(self, server_ip: str, client_ip: str, seconds: float) -> None:
+        self.server_ip = server_ip
+        self.client_ip = client_ip
+        self.seconds = seconds
+        self.server: subprocess.Popen | None = None
+        self.client: subprocess.Popen | None = None
+
+    def start_server(self, place: Place) -> None:
+        check_dependencies()
+        self.server = place.popen(["iperf3", "-s", "-B", self.server_ip, "-p", str(PORT)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_ready(self, client_place: Place, timeout: float = 10.0) -> None:
+        """Probe the server's port from the client (never a fixed sleep)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.server is not None and self.server.poll() is not None:
+                raise SwellError("iperf3", "the server exited at start")
+            probe = client_place.popen(tcp_probe_argv(self.server_ip, PORT),
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if probe.wait() == 0:
+                return
+            time.sleep(0.02)
+        raise SwellError("iperf3", f"no server on {self.server_ip}:{PORT} after {timeout}s")
+
+    def start_client(self, place: Place) -> None:
+        self.client = place.popen(
+            ["iperf3", "-c", self.server_ip, "-B", self.client_ip, "-p", str(PORT), "-R", "-J",
+             "-i", "0.1", "-t", f"{self.seconds:.1f}"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def running(self) -> bool:
+        return self.client is not None and self.client.poll() is None
+
+    def finish(self) -> dict[str, Any]:
+        """Wait for the download to end (SIGINT makes iperf3 report early) and parse it."""
+        if self.client is None:
+            raise SwellError("iperf3", "not started")
+        try:
+            self.client.wait(timeout=5)  # it ends by itself after ``seconds``
+        except subprocess.TimeoutExpired:
+            self.client.send_signal(signal.SIGINT)
+        try:
+            out, _ = self.client.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.client.kill()
+            out, _ = self.client.communicate()
+        self.client = None
+        self.stop()
+        text = out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+        return parse_iperf3(text)
+
+    def stop(self) -> None:
+        for p in (self.client, self.server):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.client = self.server = None
+
+
+def parse_iperf3(text: str) -> dict[str, Any]:
+    """Throughput per interval (Mbit/s) and the total from iperf3's JSON."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SwellError("iperf3", f"output is not JSON: {exc.msg}") from None
+    if "error" in data and not data.get("intervals"):
+        raise SwellError("iperf3", str(data["error"]))
+    series = [iv["sum"]["bits_per_second"] / 1e6 for iv in data.get("intervals", [])]
+    end = data.get("end", {}).get("sum_received", {})
+    mean = end.get("bits_per_second", 0.0) / 1e6 or (float(sum(series) / len(series))
+                                                       if series else 0.0)
+    return {"series_mbps": [round(x, 4) for x in series], "interval_s": 0.1,
+            "mean_mbps": mean, "bytes": end.get("bytes", 0),
+            "interrupted": "error" in data}
