@@ -83,21 +83,9 @@ def apply_variant(model_dir: Path, variant: VariantSpec | None, cache: Path) -> 
     dest = cache / f"variant-{key}"
     if (dest / "model.json").is_file():
         return dest
-    m = load_model(model_dir)
-    # Session scaling first: target_mbps is the load of the model as extracted, and the
-    # other transformations act on top (RSP2 of a 3.3 Mbit/s model offers 6.6 Mbit/s).
-    if variant.scale is not None:
-        m = v.scale_sessions(m, variant.scale)
-    if variant.target_mbps is not None:
-        m = v.scale_to_rate(m, variant.target_mbps * 1e6)
-    if variant.rsp is not None:
-        m = v.scale_responses(m, variant.rsp)
-    if variant.zero_think:
-        m = v.zero_think(m)
-    if variant.hb_rtt_ms is not None:
-        m = v.constant_rtt(m, variant.hb_rtt_ms / 1000.0)
-    if variant.cap_mbps is not None:
-        m = v.cap_capacity(m, variant.cap_mbps * 1e6)
+    m = v.apply(load_model(model_dir), scale=variant.scale, target_mbps=variant.target_mbps,
+                rsp=variant.rsp, hb_rtt_ms=variant.hb_rtt_ms, zero_think_times=variant.zero_think,
+                cap_mbps=variant.cap_mbps)
     save_model(m, dest)
     return dest
 

@@ -230,18 +230,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_variant(args: argparse.Namespace) -> int:
     m = load_model(args.model)
     n0 = len(m.meta.get("variants", []))
-    if args.scale is not None:
-        m = variants.scale_sessions(m, args.scale)
-    if args.target_mbps is not None:
-        m = variants.scale_to_rate(m, args.target_mbps * 1e6)
-    if args.rsp is not None:
-        m = variants.scale_responses(m, args.rsp)
-    if args.hb_rtt_ms is not None:
-        m = variants.constant_rtt(m, args.hb_rtt_ms / 1e3)
-    if args.zero_think:
-        m = variants.zero_think(m)
-    if args.cap_mbps is not None:
-        m = variants.cap_capacity(m, args.cap_mbps * 1e6)
+    m = variants.apply(m, scale=args.scale, target_mbps=args.target_mbps, rsp=args.rsp,
+                       hb_rtt_ms=args.hb_rtt_ms, zero_think_times=args.zero_think,
+                       cap_mbps=args.cap_mbps)
     if len(m.meta.get("variants", [])) == n0:
         raise SwellError(args.model, "no transformation given (see swell model variant --help)")
     save_model(m, args.output)

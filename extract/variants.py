@@ -100,3 +100,28 @@ def cap_capacity(model: SwingModel, cap_bps: float) -> SwingModel:
         key = f"net/{side}/capacity_bps"
         m.arrays[key] = np.minimum(m.arrays[key], cap_bps)
     return _record(m, "cap_capacity", cap_bps=cap_bps)
+
+
+def apply(model: SwingModel, scale: float | None = None, target_mbps: float | None = None,
+          rsp: float | None = None, hb_rtt_ms: float | None = None, zero_think_times: bool = False,
+          cap_mbps: float | None = None) -> SwingModel:
+    """Several transformations in the one order swell uses everywhere.
+
+    Session scaling comes first, so ``target_mbps`` is the load of the model as
+    extracted and the others act on top (RSP2 of a 3.3 Mbit/s model offers
+    6.6 Mbit/s); then response sizes, zero think time, constant RTT, capped capacity.
+    """
+    m = model
+    if scale is not None:
+        m = scale_sessions(m, scale)
+    if target_mbps is not None:
+        m = scale_to_rate(m, target_mbps * 1e6)
+    if rsp is not None:
+        m = scale_responses(m, rsp)
+    if zero_think_times:
+        m = zero_think(m)
+    if hb_rtt_ms is not None:
+        m = constant_rtt(m, hb_rtt_ms / 1e3)
+    if cap_mbps is not None:
+        m = cap_capacity(m, cap_mbps * 1e6)
+    return m

@@ -52,12 +52,12 @@ from swell.topologies.spec import spec_from_dict
 from swell.topologies.topology import Topology
 
 BULK_START, BULK_LEN, RUN_S = 20.0, 20.0, 56.0
-WINDOWS = {"before": (8.0, 20.0), "during": (24.0, 40.0), "after": (44.0, 56.0)}
+WINDOWS = {"before": (8.0, 20.0), "during": (22.0, 40.0), "after": (44.0, 56.0)}
 CBR_BPS = 2.5e6
 
 TOPO = {
     "network": "10.81.0.0/16",
-    "bottleneck": {"rate_mbps": 10, "delay_ms": 5, "queue_packets": 200},
+    "bottleneck": {"rate_mbps": 10, "delay_ms": 5, "queue_packets": 250},
     "clients": {"count": 21, "access": {"delay_ms": 2}},
     "servers": {"count": 6, "access": {"delay_ms": 2}},
     "foreground": {"clients": 1, "servers": 1},
@@ -67,11 +67,11 @@ TOPO = {
 
 
 def swing_schedule(clients: list[str], servers: list[str], duration_s: float) -> Schedule:
-    """Steady request/response sessions, 1.5 per second, sizes jittered by a seeded rng."""
+    """Steady request/response sessions, one per second, sizes jittered by a seeded rng."""
     rng = np.random.default_rng(3)
     sessions = []
-    for i, t in enumerate(np.arange(0.0, duration_s, 1 / 1.5)):
-        pairs = tuple((300, int(rng.integers(15_000, 25_001)), 0.25) for _ in range(20))
+    for i, t in enumerate(np.arange(0.0, duration_s, 1.0)):
+        pairs = tuple((300, int(rng.integers(10_000, 20_001)), 0.1) for _ in range(40))
         conn = Conn(f"{servers[i % len(servers)]}:8080", "tcp", "web-tcp", 0.0, pairs)
         sessions.append(Session(i, float(t), clients[i % len(clients)], (Rre(0.0, (conn,)),)))
     return Schedule(3, duration_s, sessions)
