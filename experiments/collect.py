@@ -17,6 +17,7 @@ JSON: everything the report needs, so a report never reopens a capture.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,7 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
         "repetition": plan.repetition,
         "seed": plan.seed,
         "point": dict(plan.point),
+        "spec": json.loads(plan.spec.model_dump_json()),
         "background": plan.spec.background.model_dump(),
         "background_kind": plan.spec.background.kind,
         "model": str(model) if model else None,

@@ -117,6 +117,8 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     bgs.check_rate(bg, topo_dict, model)
     spec = spec_from_dict(topo_dict, f"{plan.key} topology")
     write_json(rdir / "topology.json", json.loads(spec.model_dump_json()))
+    write_json(rdir / "host.json", {**host_metadata(), "seed": plan.seed,
+                                    "congestion_control": exp.congestion_control})
     total = exp.warmup_s + exp.duration_s
     fg = exp.foreground
     timing: dict[str, float] = {}

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,13 @@ import numpy as np
 from swell.errors import SwellError
 from swell.extract import variants
 from swell.extract.connections import ConnectionBuilder
-from swell.extract.model import SwingModel, file_sha256, fit_model, load_model, save_model
+from swell.extract.model import (
+    HASH_ALGORITHM,
+    SwingModel,
+    fit_model,
+    load_model,
+    save_model,
+)
 from swell.extract.network import NET_PARAMS, SIDES, Evidence
 from swell.extract.sessions import (
     APP_PARAMS,
@@ -71,14 +76,13 @@ def extract_model(
     if th.rre_gap_s <= 0 or th.session_timeout_s < th.rre_gap_s:
         raise SwellError("thresholds", "need 0 < --rre-gap <= --session-timeout")
     builder = ConnectionBuilder()
-    # the provenance hash reads the file a second time: overlap it with the extraction
-    pool = ThreadPoolExecutor(max_workers=1)
-    digest = pool.submit(file_sha256, trace) if os.path.isfile(trace) else None
     with open_trace(trace) as tr, Progress(label, total=os.path.getsize(trace), unit="B") as prog:
         for ch in tr.chunks(chunk):
             builder.add(ch)
             prog.update(done=tr.offset, status=f"{builder.packets:,} pkts")
         info, warnings = tr.info, tr.warnings
+        # the provenance hash: XXH3-128 over the bytes the reader read (no second pass)
+        digest, size = tr.digest() if os.path.isfile(trace) else (None, os.path.getsize(trace))
     if builder.packets == 0:
         raise SwellError(trace, "no packets in the trace")
     table = builder.finish()
@@ -88,8 +92,9 @@ def extract_model(
         )
     prov = {
         "source": os.path.abspath(trace),
-        "sha256": digest.result() if digest else file_sha256(trace),
-        "size_bytes": os.path.getsize(trace),
+        "content_hash": digest,
+        "hash_algorithm": HASH_ALGORITHM,
+        "size_bytes": size,
         "reader": {
             "format": info.format,
             "snaplen": info.snaplen,

@@ -245,6 +245,7 @@ def _lib() -> ctypes.CDLL:
                 ctypes.c_int32,
             ),
             "swell_pcap_offset": ([vp], ctypes.c_uint64),
+            "swell_pcap_digest": ([vp, vp, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int32),
             "swell_pcap_close": ([vp], None),
         }
         for name, (args, res) in sigs.items():
@@ -320,6 +321,19 @@ class Trace:
         """Iterate over the rest of the file in chunks of at most ``max_packets``."""
         while (chunk := self.read_chunk(max_packets)) is not None:
             yield chunk
+
+    def digest(self) -> tuple[str, int]:
+        """XXH3-128 of the whole file (32 hex digits, canonical order) and its size.
+
+        Computed over the bytes the reader has read (no second pass), plus the part of
+        the file not read yet, read now; for a trace opened from memory it raises."""
+        out = ctypes.create_string_buffer(16)
+        size = ctypes.c_uint64()
+        if self._lib.swell_pcap_digest(self._handle(), out, ctypes.byref(size)) != 0:
+            buf = ctypes.create_string_buffer(_ERRLEN)
+            self._lib.swell_pcap_error(self._handle(), buf, _ERRLEN)
+            raise TraceError(self.path, buf.value.decode(errors="replace") or "hash failed")
+        return out.raw.hex(), int(size.value)
 
     @property
     def offset(self) -> int:

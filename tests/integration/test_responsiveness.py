@@ -29,6 +29,7 @@ during > 0.9 x before. About 70 s.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ def start(gens: list[Generator]) -> None:
 def bulk_download(topo: Topology, t0: float) -> None:
     """iperf3 from the foreground server to the foreground client in [BULK_START, +BULK_LEN)."""
     cli, srv = topo.fg_clients[0], topo.fg_servers[0]
-    topo.popen_in(srv, ["iperf3", "-s", "-1", "-B", srv.ip])
+    topo.popen_in(srv, ["iperf3", "-s", "-1", "-B", srv.ip], stdout=subprocess.DEVNULL)
     time.sleep(max(0.0, t0 + BULK_START - time.monotonic()))
     res = topo.run_in(cli, ["iperf3", "-c", srv.ip, "-B", cli.ip, "-R", "-t", str(BULK_LEN),
                             "-C", "cubic"], check=False, timeout=BULK_LEN + 20)

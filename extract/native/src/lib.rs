@@ -9,6 +9,7 @@
 
 pub mod columns;
 pub mod conntrack;
+pub mod digest;
 pub mod dissect;
 pub mod reader;
 pub mod source;
@@ -22,10 +23,12 @@ use columns::CColumns;
 use reader::{Format, Reader};
 use warn::{NAMES, N_WARN};
 
-/// An open trace plus its last error message.
+/// An open trace plus its last error message and, for a file, its path and the
+/// content hash of the bytes read so far (`digest.rs`).
 pub struct Handle {
     reader: Reader,
     error: String,
+    digest: Option<(String, digest::Shared)>,
 }
 
 #[repr(C)]
@@ -63,11 +66,17 @@ fn write_msg(msg: &str, buf: *mut c_char, len: usize) {
     }
 }
 
-fn into_handle(r: Result<Reader, String>, err: *mut c_char, errlen: usize) -> *mut Handle {
+fn into_handle(
+    r: Result<Reader, String>,
+    digest: Option<(String, digest::Shared)>,
+    err: *mut c_char,
+    errlen: usize,
+) -> *mut Handle {
     match r {
         Ok(reader) => Box::into_raw(Box::new(Handle {
             reader,
             error: String::new(),
+            digest,
         })),
         Err(msg) => {
             write_msg(&msg, err, errlen);
@@ -91,10 +100,11 @@ pub unsafe extern "C" fn swell_pcap_open(
         return std::ptr::null_mut();
     }
     let path = CStr::from_ptr(path).to_string_lossy().into_owned();
+    let state = digest::new_shared();
     let r = File::open(&path)
         .map_err(|e| format!("cannot open: {e}"))
-        .and_then(|f| Reader::open(Box::new(f)));
-    into_handle(r, err, errlen)
+        .and_then(|f| Reader::open(Box::new(digest::HashingRead::new(f, state.clone()))));
+    into_handle(r, Some((path, state)), err, errlen)
 }
 
 /// Open an in-memory capture (copied); used by the fuzz harness.
@@ -113,7 +123,7 @@ pub unsafe extern "C" fn swell_pcap_open_mem(
     } else {
         std::slice::from_raw_parts(data, len).to_vec()
     };
-    into_handle(Reader::open(Box::new(Cursor::new(bytes))), err, errlen)
+    into_handle(Reader::open(Box::new(Cursor::new(bytes))), None, err, errlen)
 }
 
 /// Fill up to `cap` rows; returns the row count (0 at the end), -1 on an I/O error.
@@ -233,6 +243,36 @@ pub unsafe extern "C" fn swell_pcap_warnings(h: *const Handle, out: *mut u64, n:
     let n = (n as usize).min(N_WARN);
     std::ptr::copy_nonoverlapping(counts.as_ptr(), out, n);
     0
+}
+
+/// XXH3-128 of the whole opened file (`digest.rs`): the bytes read so far plus
+/// the rest of the file, read now. `out` receives the 16 digest bytes in
+/// canonical (big-endian) order and `size` the file's size. Returns 0, or -1
+/// (message in the handle's error) for an in-memory trace or an I/O error.
+///
+/// # Safety
+/// `h` comes from an open call; `out` is writable for 16 bytes, `size` for one u64.
+#[no_mangle]
+pub unsafe extern "C" fn swell_pcap_digest(h: *mut Handle, out: *mut u8, size: *mut u64) -> i32 {
+    let Some(h) = h.as_mut() else { return -1 };
+    if out.is_null() || size.is_null() {
+        return -1;
+    }
+    let Some((path, state)) = &h.digest else {
+        h.error = "no file to hash (in-memory trace)".into();
+        return -1;
+    };
+    match digest::file_digest(path, state) {
+        Ok((d, n)) => {
+            std::ptr::copy_nonoverlapping(d.to_be_bytes().as_ptr(), out, 16);
+            *size = n;
+            0
+        }
+        Err(e) => {
+            h.error = format!("cannot hash the file: {e}");
+            -1
+        }
+    }
 }
 
 /// Close a handle (NULL is ignored).

@@ -14,6 +14,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 
 use serde_json::{json, Map, Value};
 
@@ -70,8 +71,13 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(cfg: &Config, spin_us: u64) -> Result<Engine, String> {
-        let ports = cfg.ports.iter().map(Port::open).collect::<Result<Vec<_>, _>>()?;
+    /// The engine for `cfg`; with `rx_port` Some(i) it is one shard of a
+    /// threaded engine (see `shard.rs`): it receives on port i only, transmits
+    /// on every port, and writes only the captures of pipes leaving port i.
+    pub fn new(cfg: &Config, spin_us: u64, rx_port: Option<usize>) -> Result<Engine, String> {
+        let ports = cfg.ports.iter().enumerate()
+            .map(|(i, p)| Port::open(p, rx_port.is_none_or(|r| r == i)))
+            .collect::<Result<Vec<_>, _>>()?;
         let port_idx = |name: &str| cfg.ports.iter().position(|p| p.name == name).unwrap() as u16;
         let mut routes = Vec::new();
         for r in &cfg.routes {
@@ -101,6 +107,9 @@ impl Engine {
         let mut captures = Vec::new();
         let mut capture_of = HashMap::new();
         for (a, b, path) in &cfg.captures {
+            if rx_port.is_some_and(|r| r != port_idx(a) as usize) {
+                continue;
+            }
             let pipe = port_pipe[port_idx(a) as usize * np + port_idx(b) as usize];
             capture_of.insert(pipe, captures.len());
             captures.push(Capture::create(path, offset)?);
@@ -250,6 +259,9 @@ impl Engine {
     fn receive(&mut self, frames: &mut Vec<(Vec<u8>, i128)>) -> bool {
         let mut any = false;
         for pi in 0..self.ports.len() {
+            if !self.ports[pi].rx {
+                continue;
+            }
             let n = self.ports[pi].recv_batch(&mut self.pool, frames);
             if n == 0 {
                 continue;
@@ -270,9 +282,11 @@ impl Engine {
     /// is limited to a quarter of each 10 ms window, so a busy engine does not
     /// burn its CPU share (under SCHED_FIFO the kernel would throttle it for
     /// 50 ms per second past 95%) and an idle one is still exact.
-    pub fn run(&mut self, stats: &mut Option<StatsWriter>) -> Result<(), String> {
+    /// `wake_fd` (if any) is one more fd to wake up on (a shard's stop signal).
+    pub fn run(&mut self, stats: &mut Option<StatsWriter>, wake_fd: Option<i32>)
+               -> Result<(), String> {
         const WINDOW: u64 = 10_000_000;
-        let waiter = Waiter::new(&self.ports)?;
+        let waiter = Waiter::new(&self.ports, wake_fd)?;
         let interval = stats.as_ref().map_or(u64::MAX, |s| s.interval_ns);
         let mut next_stats = mono_ns().saturating_add(interval);
         let mut frames = Vec::with_capacity(BATCH);
@@ -375,21 +389,40 @@ impl Engine {
     }
 }
 
-/// JSON-lines stats file.
+/// Where stats records go: the JSON-lines file, or (a shard's) to the thread
+/// that merges the shards' records into the file.
+enum StatsOut {
+    File(std::io::BufWriter<std::fs::File>),
+    Shard(usize, Sender<ShardRecord>),
+}
+
+/// (shard index, final, record)
+pub type ShardRecord = (usize, bool, Value);
+
 pub struct StatsWriter {
-    out: std::io::BufWriter<std::fs::File>,
+    out: StatsOut,
     interval_ns: u64,
 }
 
 impl StatsWriter {
     pub fn create(path: &str, interval_ms: u64) -> Result<StatsWriter, String> {
         let f = std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?;
-        Ok(StatsWriter { out: std::io::BufWriter::new(f), interval_ns: interval_ms.max(1) * 1_000_000 })
+        Ok(StatsWriter { out: StatsOut::File(std::io::BufWriter::new(f)),
+                         interval_ns: interval_ms.max(1) * 1_000_000 })
+    }
+
+    pub fn shard(index: usize, to: Sender<ShardRecord>, interval_ms: u64) -> StatsWriter {
+        StatsWriter { out: StatsOut::Shard(index, to), interval_ns: interval_ms.max(1) * 1_000_000 }
     }
 
     fn write(&mut self, eng: &mut Engine, now: u64, full: bool) -> Result<(), String> {
         let v = eng.stats_json(now, full);
-        writeln!(self.out, "{v}").and_then(|_| self.out.flush()).map_err(|e| format!("stats: {e}"))
+        match &mut self.out {
+            StatsOut::File(out) => {
+                writeln!(out, "{v}").and_then(|_| out.flush()).map_err(|e| format!("stats: {e}"))
+            }
+            StatsOut::Shard(i, to) => to.send((*i, full, v)).map_err(|_| "stats: merger gone".into()),
+        }
     }
 }
 
@@ -400,7 +433,7 @@ struct Waiter {
 }
 
 impl Waiter {
-    fn new(ports: &[Port]) -> Result<Waiter, String> {
+    fn new(ports: &[Port], wake_fd: Option<i32>) -> Result<Waiter, String> {
         // SAFETY: plain fd syscalls on fds this process owns.
         unsafe {
             let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
@@ -409,7 +442,8 @@ impl Waiter {
             if ep < 0 || timer < 0 {
                 return Err("epoll/timerfd".into());
             }
-            for fd in ports.iter().map(|p| p.fd).chain([timer]) {
+            let rx_fds = ports.iter().filter(|p| p.rx).map(|p| p.fd);
+            for fd in rx_fds.chain([timer]).chain(wake_fd) {
                 let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
                 libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev);
             }

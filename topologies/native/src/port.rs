@@ -43,6 +43,8 @@ pub struct PortCounters {
 pub struct Port {
     pub name: String,
     pub fd: RawFd,
+    /// Whether this port's socket receives (false: transmit-only).
+    pub rx: bool,
     pub mac: [u8; 6],
     pub peer_mac: Option<[u8; 6]>,
     pub learn_peer: bool,
@@ -122,8 +124,10 @@ fn interface_mac(fd: RawFd, ifname: &str) -> Result<[u8; 6], String> {
     }
 }
 
-fn open_socket(conf: &PortConf) -> Result<(RawFd, [u8; 6]), String> {
-    let proto = (libc::ETH_P_ALL as u16).to_be() as libc::c_int;
+/// A socket on `conf`'s interface; with `rx` false it is bound to protocol 0
+/// and receives nothing (a transmit-only socket for another thread).
+fn open_socket(conf: &PortConf, rx: bool) -> Result<(RawFd, [u8; 6]), String> {
+    let proto = if rx { (libc::ETH_P_ALL as u16).to_be() as libc::c_int } else { 0 };
     // SAFETY: plain socket call.
     let fd = unsafe {
         libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, proto)
@@ -151,12 +155,14 @@ fn open_socket(conf: &PortConf) -> Result<(RawFd, [u8; 6]), String> {
     if bound < 0 {
         return Err(os_err(&format!("bind {}", conf.ifname)));
     }
-    setsockopt_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
     setsockopt_int(fd, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
-    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
-    setsockopt_int(fd, libc::SOL_PACKET, PACKET_AUXDATA, 1);
-    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20);
     setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20);
+    if rx {
+        setsockopt_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
+        setsockopt_int(fd, libc::SOL_PACKET, PACKET_AUXDATA, 1);
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20);
+    }
     Ok((fd, mac))
 }
 
@@ -235,9 +241,10 @@ impl Port {
     /// Opens the port. The engine answers ARP and sends with a MAC one bit
     /// away from the interface's own: frames for it are "other host" to the
     /// router namespace's kernel, which then drops them at once instead of
-    /// routing each one (the engine's socket still sees them).
-    pub fn open(conf: &PortConf) -> Result<Port, String> {
-        let (fd, if_mac) = in_netns(&conf.netns, || open_socket(conf))?;
+    /// routing each one (the engine's socket still sees them). With `rx`
+    /// false the port only transmits (see `open_socket`).
+    pub fn open(conf: &PortConf, rx: bool) -> Result<Port, String> {
+        let (fd, if_mac) = in_netns(&conf.netns, || open_socket(conf, rx))?;
         let peer_mac = conf.peer_mac.as_deref().map(parse_mac).transpose()?;
         let mut mac = if_mac;
         mac[5] ^= 0x01;
@@ -248,6 +255,7 @@ impl Port {
         Ok(Port {
             name: conf.name.clone(),
             fd,
+            rx,
             mac,
             learn_peer: peer_mac.is_none(),
             last_arp_request: 0,
@@ -413,6 +421,7 @@ mod tests {
         Port {
             name: "p".into(),
             fd: -1,
+            rx: true,
             mac: [2, 0, 0, 0, 0, 1],
             peer_mac: None,
             learn_peer: true,
