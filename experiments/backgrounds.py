@@ -165,7 +165,8 @@ def make_background(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path
     if bg.kind in ("none", "fixed_loss"):
         return None
     if bg.kind == "swing":
-        return _swing(topo, model, out, duration_s, seed)
+        target = bg.variant.target_mbps if bg.variant is not None else None
+        return _swing(topo, model, out, duration_s, seed, target)
     if bg.kind in ("cbr", "poisson"):
         return _cbr(bg, topo, model, out, duration_s, seed)
     trace = base_dir / str(bg.trace)
@@ -181,9 +182,48 @@ def make_background(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path
     raise SwellError("background", f"{bg.kind!r} is not a background swell can run")
 
 
-def _swing(topo: Any, model: Path | None, out: Path, duration_s: float, seed: int
-           ) -> Generator:
-    from swell.generators.schedule import build_schedule, load_app_samples, write_schedule
+def offered_mbps(sched: Any) -> float:
+    """Payload both ways of every connection in a schedule, over its duration."""
+    total = sum(q + a for _, _, _, c in sched.conns() for q, a, _ in c.pairs)
+    return 8.0 * total / max(sched.duration_s, 1e-9) / 1e6
+
+
+def calibrated_schedule(apps: list[Any], clients: list[str], servers: list[str],
+                        duration_s: float, seed: int, scale: float, target_mbps: float | None,
+                        tolerance: float = 0.15, tries: int = 20) -> Any:
+    """A schedule whose offered load is close to the target (rejection sampling on the seed).
+
+    Swing's per-session sizes are heavy-tailed, so a short run's offered load can be far
+    from the model's mean (a run of a minute may draw none of the few huge responses, or
+    several). When the experiment asks for a target rate, schedules are drawn with the
+    seeds ``seed, seed+1, ...`` and the first one within ``tolerance`` of the target is
+    used (else the closest of ``tries``): deterministic for a seed, and recorded in the
+    schedule's metadata. Candidate seeds are derived from (seed, k), so different base
+    seeds (repetitions) never share candidates. Without a target the first draw is used.
+    """
+    import numpy as np
+
+    from swell.generators.schedule import build_schedule
+
+    best, best_err = None, float("inf")
+    for k in range(tries if target_mbps else 1):
+        cand = seed if k == 0 else int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
+        sched = build_schedule(apps, clients, servers, duration_s, cand, scale=scale)
+        if not target_mbps:
+            return sched
+        err = abs(offered_mbps(sched) / target_mbps - 1.0)
+        if err < best_err:
+            best, best_err = sched, err
+        if err <= tolerance:
+            break
+    best.meta.update({"target_mbps": target_mbps, "offered_mbps": offered_mbps(best),
+                      "calibration_seed": best.seed, "calibration_base_seed": seed})
+    return best
+
+
+def _swing(topo: Any, model: Path | None, out: Path, duration_s: float, seed: int,
+           target_mbps: float | None = None) -> Generator:
+    from swell.generators.schedule import load_app_samples, write_schedule
     from swell.generators.swing import SwingConfig, SwingGenerator
 
     if model is None:
@@ -191,7 +231,7 @@ def _swing(topo: Any, model: Path | None, out: Path, duration_s: float, seed: in
     apps, scale = load_app_samples(model)
     clients = [h.ip for h in topo.clients]
     servers = [h.ip for h in topo.servers]
-    sched = build_schedule(apps, clients, servers, duration_s, seed, scale=scale)
+    sched = calibrated_schedule(apps, clients, servers, duration_s, seed, scale, target_mbps)
     path = write_schedule(out / "schedule.jsonl", sched)
     # One swell-gen per namespace: emulated hosts are multiplexed onto a few namespaces,
     # and a socket can only bind an address of its own namespace.

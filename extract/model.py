@@ -2,7 +2,7 @@
 
 A model is a directory (format documented in ``docs/model-format.md``)::
 
-    MODEL/model.json   format + version, provenance (source file, SHA-256,
+    MODEL/model.json   format + version, provenance (source file, XXH3-128 hash,
                        thresholds, swell version), trace summary, per-application
                        summary, network summary, what could not be estimated and
                        what was assumed, sensitivity table, applied variants
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -38,6 +37,8 @@ from swell.extract.sessions import APP_PARAMS, Thresholds, app_parameters
 
 FORMAT = "swell-swing-model"
 FORMAT_VERSION = 1
+# provenance.content_hash: the trace file's hash, computed by the reader (extract/native/digest.rs)
+HASH_ALGORITHM = "xxh3-128"
 INT_PARAMS = ("numConn", "numRRE", "numPairs", "reqSize", "rspSize", "rreServer")
 PARAM_UNITS = {
     "numConn": "connections per RRE",
@@ -112,14 +113,6 @@ class SwingModel:
 
     def copy(self) -> SwingModel:
         return SwingModel(copy.deepcopy(self.meta), {k: v.copy() for k, v in self.arrays.items()})
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _trace_notes(table: ConnTable) -> tuple[list[str], list[str]]:

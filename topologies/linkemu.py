@@ -251,15 +251,19 @@ class LinkEngine:
     ``rt_priority`` runs the engine under SCHED_FIFO (None: normal scheduling);
     on a busy host this is what keeps the delay tail within a millisecond.
     ``spin_us``: how long before a departure the engine stops sleeping.
+    ``threads``: 1 (one forwarding thread) or 2 (one per direction; needs two
+    ports with peer MACs); None lets the engine choose (2 when possible).
     """
 
     def __init__(self, config: EngineConfig, workdir: Path, die_with_parent: bool = True,
-                 spin_us: int = 30, rt_priority: int | None = 10) -> None:
+                 spin_us: int = 30, rt_priority: int | None = 10,
+                 threads: int | None = None) -> None:
         self.config = config
         self.workdir = Path(workdir)
         self.die_with_parent = die_with_parent
         self.spin_us = spin_us
         self.rt_priority = rt_priority
+        self.threads = threads
         default_stats = self.workdir / f"{config.name}-link-stats.jsonl"
         self.stats_path = Path(config.stats_path or default_stats)
         self.config_path = self.workdir / f"{config.name}-link.json"
@@ -279,6 +283,8 @@ class LinkEngine:
                 "--spin-us", str(self.spin_us)]
         if self.rt_priority is not None:
             argv += ["--rt-priority", str(self.rt_priority)]
+        if self.threads is not None:
+            argv += ["--threads", str(self.threads)]
         if self.die_with_parent:
             argv.append("--die-with-parent")
         return [*argv, str(self.config_path)]

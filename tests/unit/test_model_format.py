@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 from pathlib import Path
 
@@ -11,12 +12,30 @@ import pytest
 from swell.cli import main
 from swell.errors import SwellError
 from swell.extract.cli import extract_model, format_summary
-from swell.extract.model import FORMAT_VERSION, load_model, save_model
+from swell.extract.model import FORMAT_VERSION, HASH_ALGORITHM, load_model, save_model
+from swell.extract.reader import open_trace
 from swell.extract.network import NET_PARAMS, SIDES
 from swell.extract.sessions import APP_PARAMS, Thresholds
 from tests.conftest import DATA
 
 EXAMPLE = DATA / "pcap" / "example.pcap"
+
+
+class _Xxh128(ctypes.Structure):
+    _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+
+
+def xxh3_128_reference(data: bytes) -> str:
+    """XXH3-128 of ``data`` (canonical hex) by the system's libxxhash, independent of
+    the reader's Rust implementation; skips the test when the library is absent."""
+    try:
+        lib = ctypes.CDLL("libxxhash.so.0")
+    except OSError:
+        pytest.skip("libxxhash.so.0 (Debian libxxhash0) not installed: no reference XXH3")
+    fn = lib.XXH3_128bits
+    fn.argtypes, fn.restype = [ctypes.c_char_p, ctypes.c_size_t], _Xxh128
+    h = fn(data, len(data))
+    return f"{h.high64:016x}{h.low64:016x}"
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +49,9 @@ def test_round_trip_and_contents(example_model: Path) -> None:
     m = load_model(example_model)
     meta = json.loads((example_model / "model.json").read_text())
     assert meta["format_version"] == FORMAT_VERSION
-    assert len(meta["provenance"]["sha256"]) == 64
+    assert meta["provenance"]["hash_algorithm"] == HASH_ALGORITHM == "xxh3-128"
+    assert meta["provenance"]["content_hash"] == xxh3_128_reference(EXAMPLE.read_bytes())
+    assert meta["provenance"]["size_bytes"] == EXAMPLE.stat().st_size
     assert meta["provenance"]["thresholds"] == Thresholds().as_dict()
     assert "http-tcp" in m.apps and "dns-udp" in m.apps
     for app in m.apps:
@@ -52,6 +73,22 @@ def test_round_trip_and_contents(example_model: Path) -> None:
     by_gap = [r["rres"] for r in rows if r["varied"] == "rre_gap"]
     assert by_gap == sorted(by_gap, reverse=True) and by_gap[0] > by_gap[-1]
     assert "http-tcp" in format_summary(m)
+
+
+@pytest.mark.parametrize("chunks_read", [0, 1, 3, None])
+def test_content_hash_covers_the_whole_file(tmp_path: Path, chunks_read: int | None) -> None:
+    """The reader's hash is of the whole file, however much of it was read, and also
+    with a truncated last record the reader does not return."""
+    data = EXAMPLE.read_bytes()
+    for name, content in (("whole.pcap", data), ("cut.pcap", data[:-7])):
+        f = tmp_path / name
+        f.write_bytes(content)
+        with open_trace(f) as tr:
+            it = tr.chunks(500)
+            for _ in range(chunks_read if chunks_read is not None else 10**9):
+                if next(it, None) is None:
+                    break
+            assert tr.digest() == (xxh3_128_reference(content), len(content))
 
 
 def test_version_and_validation(example_model: Path, tmp_path: Path) -> None:

@@ -1,7 +1,10 @@
 //! swell-link: swell's link-emulation engine for kernels without netem.
 //!
-//! Usage: `swell-link --name RUN [--spin-us N] [--rt-priority P] [--die-with-parent] CONFIG.json`
+//! Usage: `swell-link --name RUN [--spin-us N] [--rt-priority P] [--die-with-parent]
+//! [--threads 1|2] CONFIG.json`
 //!
+//! `--threads` (default: 2 when the config qualifies, see shard.rs): one
+//! forwarding thread per port (direction) or a single one.
 //! `--spin-us` (default 30): how long before a departure the loop stops
 //! sleeping and spins. `--rt-priority` (1-99): run under SCHED_FIFO so a busy
 //! host does not delay departures by whole scheduler slices (a failure to get
@@ -19,6 +22,7 @@ mod engine;
 mod pcap;
 mod pipe;
 mod port;
+mod shard;
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -52,6 +56,7 @@ struct Args {
     spin_us: u64,
     rt_priority: Option<i32>,
     die_with_parent: bool,
+    threads: Option<usize>,
 }
 
 fn set_realtime(priority: i32) {
@@ -65,7 +70,7 @@ fn set_realtime(priority: i32) {
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let (mut name, mut config, mut spin_us, mut die) = (None, None, 30u64, false);
-    let mut rt_priority = None;
+    let (mut rt_priority, mut threads) = (None, None);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--name" => name = it.next(),
@@ -77,18 +82,23 @@ fn parse_args() -> Result<Args, String> {
                 rt_priority = Some(p.ok_or("--rt-priority needs a number in 1..99")?)
             }
             "--die-with-parent" => die = true,
+            "--threads" => {
+                let t = it.next().and_then(|v| v.parse::<usize>().ok()).filter(|t| (1..=2).contains(t));
+                threads = Some(t.ok_or("--threads needs 1 or 2")?)
+            }
             _ if a.starts_with('-') => return Err(format!("unknown option {a}")),
             _ => config = Some(a),
         }
     }
     let usage = "usage: swell-link --name RUN [--spin-us N] [--rt-priority P] [--die-with-parent] \
-                 CONFIG.json";
+                 [--threads 1|2] CONFIG.json";
     Ok(Args {
         name: name.ok_or(usage)?,
         config: config.ok_or(usage)?,
         spin_us,
         rt_priority,
         die_with_parent: die,
+        threads,
     })
 }
 
@@ -99,19 +109,37 @@ fn run() -> Result<(), String> {
     if cfg.name != args.name {
         return Err(format!("--name {} does not match the config's name {}", args.name, cfg.name));
     }
+    let sharded = match args.threads {
+        Some(2) if !shard::shardable(&cfg) => {
+            eprintln!("swell-link: warning: --threads 2 needs two ports with peer MACs; using 1");
+            false
+        }
+        Some(t) => t == 2,
+        None => shard::shardable(&cfg),
+    };
+    if sharded {
+        let shards = shard::Shards::new(&cfg, args.spin_us)?;
+        if let Some(p) = args.rt_priority {
+            set_realtime(p);
+        }
+        ready()?;
+        return shards.run(&cfg);
+    }
     let mut stats = match &cfg.stats_path {
         Some(p) => Some(engine::StatsWriter::create(p, cfg.stats_interval_ms)?),
         None => None,
     };
-    let mut eng = engine::Engine::new(&cfg, args.spin_us)?;
+    let mut eng = engine::Engine::new(&cfg, args.spin_us, None)?;
     if let Some(p) = args.rt_priority {
         set_realtime(p);
     }
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "READY").and_then(|_| out.flush()).map_err(|e| format!("stdout: {e}"))?;
-    }
-    eng.run(&mut stats)
+    ready()?;
+    eng.run(&mut stats, None)
+}
+
+fn ready() -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "READY").and_then(|_| out.flush()).map_err(|e| format!("stdout: {e}"))
 }
 
 fn main() {

@@ -406,6 +406,11 @@ impl Port {
     }
 }
 
+// SAFETY: the raw pointers in rx_iov/rx_msgs point only into this port's own
+// buffers and are rewritten before every recvmmsg; a port moves to its shard's
+// thread once and is never shared.
+unsafe impl Send for Port {}
+
 impl Drop for Port {
     fn drop(&mut self) {
         // SAFETY: the fd is owned by this port.

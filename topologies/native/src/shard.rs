@@ -147,11 +147,14 @@ impl Shards {
         let (tx, rx) = channel();
         let mut threads = Vec::new();
         for (i, mut eng) in self.engines.into_iter().enumerate() {
-            let mut stats = cfg.stats_path.as_ref()
-                .map(|_| StatsWriter::shard(i, tx.clone(), cfg.stats_interval_ms));
+            let mut stats = Some(StatsWriter::shard(i, tx.clone(), cfg.stats_interval_ms));
             threads.push(std::thread::Builder::new()
                 .name(format!("shard{i}"))
-                .spawn(move || eng.run(&mut stats, Some(wake)))
+                .spawn(move || {
+                    let r = eng.run(&mut stats, Some(wake));
+                    STOP.store(true, Ordering::Relaxed); // one shard failing stops all
+                    r
+                })
                 .map_err(|e| format!("thread: {e}"))?);
         }
         drop(tx);
