@@ -32,8 +32,8 @@ Amazon's Alexa app, from the nDPI test suite). The latter is LGPL: it is only
 read from ``../shared`` and never copied into this repository (the bench skips
 it with a message when absent); only derived numbers and plots are written.
 
-Run time: about 12 minutes with the default ``--factor 4`` (example: 63 s of
-traffic; alexa-app: 3 x 176 s, the factor is capped by ``--max-run``).
+Run time: about 11 minutes (example: 4 x 15.6 s = 63 s of traffic; alexa-app:
+3 x 175.5 s = 526.5 s; ``--factor`` overrides both, ``--max-run`` caps a run).
 """
 
 from __future__ import annotations
@@ -75,12 +75,15 @@ class Capture:
     name: str
     path: Path
     note: str
+    factor: float  # run length / trace length
 
 
 CAPTURES = [
-    Capture("example", REPO / "data/pcap/example.pcap", "bundled, 15.6 s, one LAN's web/DNS"),
+    Capture("example", REPO / "data/pcap/example.pcap", "bundled, 15.6 s, one LAN's web/DNS",
+            4.0),
     Capture("alexa-app", SHARED / "data/pcap/ndpi/alexa-app.pcapng",
-            "nDPI test capture (LGPL, read from ../shared, not copied), 176 s, one phone"),
+            "nDPI test capture (LGPL, read from ../shared, not copied), 176 s, one phone",
+            3.0),
 ]
 
 
@@ -228,18 +231,59 @@ def summary_lines(result: FidelityResult) -> list[str]:
     return lines
 
 
-def bench_one(cap: Capture, out_root: Path, work_root: Path, factor: float, max_run: float
-              ) -> FidelityResult:
+def schedule_spread(model_dir: Path, model: Any, run_s: float, seeds: int = 200
+                    ) -> dict[str, Any]:
+    """How far the offered load of a seeded schedule strays from the trace's, over seeds.
+
+    Swing draws a Poisson number of sessions following the trace's session
+    starts; a trace with one or two sessions per application gives a run of a
+    few trace lengths only a handful of sessions, each with heavy-tailed sizes.
+    Payload bytes scheduled server -> client per second, divided by the
+    trace's, for seeds 1..``seeds`` (schedules only, no network): the spread a
+    single seeded run is drawn from.
+    """
+    from swell.generators.schedule import build_schedule
+
+    apps, scale, _ = usable_apps(model_dir)
+    trace_bps = 8.0 * sum(a["bytes_s2c"] for a in model.meta["apps"].values()) / model.duration_s
+    clients, servers = ["10.0.0.1"], [f"10.1.0.{i}" for i in range(1, 100)]
+    ratios = []
+    for seed in range(1, seeds + 1):
+        sched = build_schedule(apps, clients, servers, run_s, seed, scale=scale)
+        rsp = sum(c.rsp_bytes for _, _, _, c in sched.conns())
+        ratios.append(8.0 * rsp / run_s / trace_bps)
+    r = np.array(ratios)
+    return {"seeds": seeds, "run_s": run_s, "trace_payload_s2c_bps": trace_bps,
+            "ratio_bench_seed": float(r[SEED - 1]),
+            "ratio_p10_p50_p90": [float(x) for x in np.percentile(r, [10, 50, 90])],
+            "within_10pct": float(np.mean(np.abs(r - 1) <= 0.1))}
+
+
+def spread_line(sp: dict[str, Any]) -> str:
+    p10, p50, p90 = sp["ratio_p10_p50_p90"]
+    return (f"  scheduled s2c payload / trace's over {sp['seeds']} seeds: p10 {p10:.2f}, "
+            f"median {p50:.2f}, p90 {p90:.2f}; within 10%: {sp['within_10pct']:.0%} of seeds; "
+            f"seed {SEED}: {sp['ratio_bench_seed']:.2f}")
+
+
+def bench_one(cap: Capture, out_root: Path, work_root: Path, factor: float | None,
+              max_run: float, spread_only: bool = False) -> FidelityResult | None:
     out = out_root / cap.name
     out.mkdir(parents=True, exist_ok=True)
     work = work_root / cap.name
     work.mkdir(parents=True, exist_ok=True)
     model_dir, model = extract(cap, work)
-    run_s = round(min(factor * model.duration_s, max_run), 1)
-    print(f"== {cap.name}: trace {model.duration_s:.1f} s, generating {run_s:.0f} s", flush=True)
+    run_s = round(min((factor or cap.factor) * model.duration_s, max_run), 1)
+    spread = schedule_spread(model_dir, model, run_s)
+    write_json(out / "schedule-spread.json", spread)
+    print(f"== {cap.name}: trace {model.duration_s:.1f} s, generating {run_s:.0f} s\n"
+          + spread_line(spread), flush=True)
+    if spread_only:
+        return None
     run = run_swing(model_dir, model, work, run_s)
     result = compare(cap, model_dir, run, run_s, work)
-    table = "\n".join(summary_lines(result)) + "\n\n" + format_table(result)
+    table = ("\n".join(summary_lines(result)) + "\n" + spread_line(spread) + "\n\n"
+             + format_table(result))
     print(table, flush=True)
     (out / "table.txt").write_text(table + "\n")
     write_json(out / "fidelity.json", result.to_dict())
@@ -258,9 +302,12 @@ def main() -> int:
                     help="plots, tables and fidelity.json per capture")
     ap.add_argument("--work", type=Path, default=Path("/tmp/swell-fidelity"),
                     help="models, captures and generator logs (large; not for the repository)")
-    ap.add_argument("--factor", type=float, default=4.0, help="run length / trace length")
-    ap.add_argument("--max-run", type=float, default=530.0, help="cap on a run's length, s")
+    ap.add_argument("--factor", type=float, help="run length / trace length (default: "
+                    "4 for example, 3 for alexa-app)")
+    ap.add_argument("--max-run", type=float, default=600.0, help="cap on a run's length, s")
     ap.add_argument("--only", action="append", help="capture name(s) to run")
+    ap.add_argument("--spread-only", action="store_true",
+                    help="only the schedules' offered-load spread over seeds (no network)")
     args = ap.parse_args()
     for cap in CAPTURES:
         if args.only and cap.name not in args.only:
@@ -268,7 +315,7 @@ def main() -> int:
         if not cap.path.is_file():
             print(f"== {cap.name}: skipped, {cap.path} is absent", flush=True)
             continue
-        bench_one(cap, args.out, args.work, args.factor, args.max_run)
+        bench_one(cap, args.out, args.work, args.factor, args.max_run, args.spread_only)
     return 0
 
 

@@ -153,8 +153,8 @@ def place_of(topo: Any, host: Any) -> Place:
 
 
 def make_background(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path,
-                    duration_s: float, seed: int, base_dir: Path = Path(".")
-                    ) -> Generator | None:
+                    duration_s: float, seed: int, base_dir: Path = Path("."),
+                    warmup_s: float = 0.0) -> Generator | None:
     """The background generator of a run, placed on the topology, or None.
 
     Playback (UPB over UDP, TPB over one TCP connection) sends the trace's server-side
@@ -166,7 +166,7 @@ def make_background(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path
         return None
     if bg.kind == "swing":
         target = bg.variant.target_mbps if bg.variant is not None else None
-        return _swing(topo, model, out, duration_s, seed, target)
+        return _swing(topo, model, out, duration_s, seed, target, warmup_s)
     if bg.kind in ("cbr", "poisson"):
         return _cbr(bg, topo, model, out, duration_s, seed)
     trace = base_dir / str(bg.trace)
@@ -182,24 +182,40 @@ def make_background(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path
     raise SwellError("background", f"{bg.kind!r} is not a background swell can run")
 
 
-def offered_mbps(sched: Any) -> float:
-    """Payload both ways of every connection in a schedule, over its duration."""
-    total = sum(q + a for _, _, _, c in sched.conns() for q, a, _ in c.pairs)
-    return 8.0 * total / max(sched.duration_s, 1e-9) / 1e6
+def offered_mbps(sched: Any, start_s: float = 0.0, end_s: float | None = None) -> float:
+    """Payload both ways of the connections scheduled to start in ``[start_s, end_s)``.
+
+    A connection's scheduled start is its session's arrival plus the think times of the
+    RREs before it plus its offset in the RRE (transfer times are not known in advance,
+    so this is a lower bound of when it really starts).
+    """
+    end = sched.duration_s if end_s is None else end_s
+    total = 0
+    for sess in sched.sessions:
+        t = sess.t
+        for rre in sess.rres:
+            t += rre.gap
+            for c in rre.conns:
+                if start_s <= t + c.offset < end:
+                    total += sum(q + a for q, a, _ in c.pairs)
+    return 8.0 * total / max(end - start_s, 1e-9) / 1e6
 
 
 def calibrated_schedule(apps: list[Any], clients: list[str], servers: list[str],
                         duration_s: float, seed: int, scale: float, target_mbps: float | None,
-                        tolerance: float = 0.15, tries: int = 20) -> Any:
+                        tolerance: float = 0.15, tries: int = 20, window_start_s: float = 0.0
+                        ) -> Any:
     """A schedule whose offered load is close to the target (rejection sampling on the seed).
 
     Swing's per-session sizes are heavy-tailed, so a short run's offered load can be far
     from the model's mean (a run of a minute may draw none of the few huge responses, or
-    several). When the experiment asks for a target rate, schedules are drawn with the
-    seeds ``seed, seed+1, ...`` and the first one within ``tolerance`` of the target is
-    used (else the closest of ``tries``): deterministic for a seed, and recorded in the
-    schedule's metadata. Candidate seeds are derived from (seed, k), so different base
-    seeds (repetitions) never share candidates. Without a target the first draw is used.
+    several). When the experiment asks for a target rate, schedules are drawn with
+    candidate seeds derived from (seed, k) and the first one within ``tolerance`` of
+    the target is used (else the closest of ``tries``): deterministic for a seed,
+    different for different seeds (repetitions), and recorded in the schedule's
+    metadata. The load is measured over the measurement window (connections scheduled
+    to start after ``window_start_s``, the warm-up). Without a target the first draw
+    is used as it is.
     """
     import numpy as np
 
@@ -211,18 +227,19 @@ def calibrated_schedule(apps: list[Any], clients: list[str], servers: list[str],
         sched = build_schedule(apps, clients, servers, duration_s, cand, scale=scale)
         if not target_mbps:
             return sched
-        err = abs(offered_mbps(sched) / target_mbps - 1.0)
+        err = abs(offered_mbps(sched, window_start_s) / target_mbps - 1.0)
         if err < best_err:
             best, best_err = sched, err
         if err <= tolerance:
             break
-    best.meta.update({"target_mbps": target_mbps, "offered_mbps": offered_mbps(best),
+    best.meta.update({"target_mbps": target_mbps,
+                      "offered_mbps": offered_mbps(best, window_start_s),
                       "calibration_seed": best.seed, "calibration_base_seed": seed})
     return best
 
 
 def _swing(topo: Any, model: Path | None, out: Path, duration_s: float, seed: int,
-           target_mbps: float | None = None) -> Generator:
+           target_mbps: float | None = None, warmup_s: float = 0.0) -> Generator:
     from swell.generators.schedule import load_app_samples, write_schedule
     from swell.generators.swing import SwingConfig, SwingGenerator
 
@@ -231,7 +248,8 @@ def _swing(topo: Any, model: Path | None, out: Path, duration_s: float, seed: in
     apps, scale = load_app_samples(model)
     clients = [h.ip for h in topo.clients]
     servers = [h.ip for h in topo.servers]
-    sched = calibrated_schedule(apps, clients, servers, duration_s, seed, scale, target_mbps)
+    sched = calibrated_schedule(apps, clients, servers, duration_s, seed, scale, target_mbps,
+                                window_start_s=warmup_s)
     path = write_schedule(out / "schedule.jsonl", sched)
     # One swell-gen per namespace: emulated hosts are multiplexed onto a few namespaces,
     # and a socket can only bind an address of its own namespace.

@@ -125,8 +125,8 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     with Topology(spec, engine=engine if engine != "auto" else None,
                   capture_dir=rdir / "capture") as topo:
         _set_congestion_control(topo, exp.congestion_control)
-        gen = bgs.make_background(bg, topo, model, rdir / "background", total + 5, plan.seed,
-                                  base_dir)
+        gen = bgs.make_background(bg, topo, model, rdir / "background", total, plan.seed,
+                                  base_dir, exp.warmup_s)
         apache = httperf = bulk = None
         bulk_result = None
         fg_client_pcap = rdir / "capture" / "fg-client.pcap"

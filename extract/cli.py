@@ -235,9 +235,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_variant(args: argparse.Namespace) -> int:
     m = load_model(args.model)
     n0 = len(m.meta.get("variants", []))
-    m = variants.apply(m, scale=args.scale, target_mbps=args.target_mbps, rsp=args.rsp,
-                       hb_rtt_ms=args.hb_rtt_ms, zero_think_times=args.zero_think,
-                       cap_mbps=args.cap_mbps)
+    m = variants.apply(
+        m,
+        scale=args.scale,
+        target_mbps=args.target_mbps,
+        rsp=args.rsp,
+        hb_rtt_ms=args.hb_rtt_ms,
+        zero_think_times=args.zero_think,
+        cap_mbps=args.cap_mbps,
+    )
     if len(m.meta.get("variants", [])) == n0:
         raise SwellError(args.model, "no transformation given (see swell model variant --help)")
     save_model(m, args.output)

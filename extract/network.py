@@ -85,9 +85,14 @@ def _median_by(ids: np.ndarray, vals: np.ndarray, hosts: np.ndarray) -> np.ndarr
 
 def capacity_by_host(pair_hist: dict[int, int], hosts: np.ndarray, min_pairs: int) -> np.ndarray:
     """Mode of the packet-pair histogram per host (NaN below ``min_pairs``)."""
-    out = np.full(len(hosts), np.nan)
+    return _capacity_of(_host_modes(pair_hist), hosts, min_pairs)
+
+
+def _host_modes(pair_hist: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per host with packet pairs: host id, capacity at its histogram's mode, pair count."""
     if not pair_hist:
-        return out
+        z = np.zeros(0, dtype=np.int64)
+        return z, z.astype(float), z
     codes = np.fromiter(pair_hist.keys(), dtype=np.int64, count=len(pair_hist))
     counts = np.fromiter(pair_hist.values(), dtype=np.int64, count=len(pair_hist))
     host, b = codes // CAP_NBINS, codes % CAP_NBINS
@@ -98,6 +103,16 @@ def capacity_by_host(pair_hist: dict[int, int], hosts: np.ndarray, min_pairs: in
     total = np.add.reduceat(counts, np.flatnonzero(first))
     mode_host, mode_bin = host[first], b[first]
     cap = 10 ** (CAP_LOG_MIN + (mode_bin + 0.5) / CAP_BINS_PER_DECADE)
+    return mode_host, cap, total
+
+
+def _capacity_of(
+    modes: tuple[np.ndarray, np.ndarray, np.ndarray], hosts: np.ndarray, min_pairs: int
+) -> np.ndarray:
+    out = np.full(len(hosts), np.nan)
+    mode_host, cap, total = modes
+    if len(mode_host) == 0:
+        return out
     keep = np.isin(mode_host, hosts) & (total >= min_pairs)
     out[np.searchsorted(hosts, mode_host[keep])] = cap[keep]
     return out
@@ -155,15 +170,17 @@ def estimate_network(
             "of SYN -> client ACK, i.e. the monitor is assumed next to the clients"
         )
     values: dict[str, dict[str, np.ndarray]] = {}
+    modes = _host_modes(pair_hist)
     for side in SIDES:
         ids = c[side]
-        hosts = np.unique(ids)
+        # host ids are small non-negative integers: np.unique(ids) without a sort
+        hosts = np.flatnonzero(np.bincount(ids)) if len(ids) else np.unique(ids)
         leg = server_leg if side == "server" else c["client_leg"]
         suffix = "s2c" if side == "server" else "c2s"
         values[side] = {
             "hosts": hosts,
             "delay_s": _median_by(ids, leg / 2, hosts),
-            "capacity_bps": capacity_by_host(pair_hist, hosts, ev.min_pairs),
+            "capacity_bps": _capacity_of(modes, hosts, ev.min_pairs),
             "loss": _loss_by(
                 ids[tcp],
                 c[f"retx_{suffix}"][tcp],

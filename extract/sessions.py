@@ -76,11 +76,21 @@ def app_name(proto: int, server_port: int) -> str:
 
 def app_labels(table: ConnTable) -> np.ndarray:
     """Application label per connection (see :func:`app_name`)."""
+    names, code = app_codes(table)
+    return np.array(names, dtype=object)[code] if len(code) else np.array([], dtype=object)
+
+
+def app_codes(table: ConnTable) -> tuple[list[str], np.ndarray]:
+    """The sorted application labels and each connection's index into them: what
+    ``np.unique(app_labels(table), return_inverse=True)`` gives, without sorting
+    strings per connection (only the distinct (transport, server port) pairs)."""
     proto, sport = table.cols["proto"], table.cols["sport"]
-    codes = proto * 65536 + sport
-    uc, inv = np.unique(codes, return_inverse=True)
-    names = np.array([app_name(int(k) // 65536, int(k) % 65536) for k in uc], dtype=object)
-    return names[inv] if len(uc) else np.array([], dtype=object)
+    uc, inv = np.unique(proto.astype(np.int64) * 65536 + sport, return_inverse=True)
+    per_uc = [app_name(int(k) // 65536, int(k) % 65536) for k in uc]
+    names = sorted(set(per_uc))
+    rank = {name: i for i, name in enumerate(names)}
+    to_code = np.array([rank[x] for x in per_uc], dtype=np.int64)
+    return names, to_code[inv.ravel()] if len(uc) else np.zeros(0, dtype=np.int64)
 
 
 def pairs_from_runs(
@@ -167,16 +177,17 @@ class Grouping:
     think: np.ndarray  # idle gap before each RRE start (NaN at session start)
 
 
-def group(table: ConnTable, apps: np.ndarray, th: Thresholds) -> Grouping:
-    """Assign each connection to an RRE and a session (see module docstring)."""
+def group(table: ConnTable, app_code: np.ndarray, th: Thresholds) -> Grouping:
+    """Assign each connection to an RRE and a session (see module docstring);
+    ``app_code``: the application index per connection (:func:`app_codes`)."""
     c = table.cols
     start = c["start"]
     end = np.maximum(c["end"], start)
-    _, app_code = np.unique(apps, return_inverse=True) if len(apps) else (None, apps)
-    order = np.lexsort((start, c["client"], app_code))
+    key = np.asarray(app_code, dtype=np.int64) * (1 << 40) + c["client"]
+    order = np.lexsort((start, key))  # = lexsort((start, client, app_code)): same ties
     s, e = start[order], end[order]
     n = len(order)
-    gkey = np.asarray(app_code)[order].astype(np.int64) * (1 << 40) + c["client"][order]
+    gkey = key[order]
     first = np.ones(n, dtype=bool)
     first[1:] = gkey[1:] != gkey[:-1]
     # running max of end within each (app, client) group, exclusive of the current row;
@@ -200,7 +211,13 @@ def group(table: ConnTable, apps: np.ndarray, th: Thresholds) -> Grouping:
 
 
 def _counts(ids: np.ndarray) -> np.ndarray:
-    return np.bincount(ids)[np.unique(ids)] if len(ids) else np.zeros(0, dtype=np.int64)
+    """How often each distinct id occurs, by increasing id (run lengths when sorted)."""
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.int64)
+    if np.all(ids[1:] >= ids[:-1]):
+        edges = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        return np.diff(np.r_[0, edges, len(ids)]).astype(np.int64)
+    return np.bincount(ids)[np.unique(ids)]
 
 
 def app_parameters(
@@ -208,17 +225,21 @@ def app_parameters(
 ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, Any]]]:
     """Samples of every per-application parameter, and a per-application summary."""
     c, p = table.cols, table.pairs
-    apps = app_labels(table)
-    gr = group(table, apps, th)
+    names, code = app_codes(table)
+    gr = group(table, code, th)
     start = c["start"]
     duration = max(float(np.nanmax(c["end"]) - np.nanmin(start)), 1e-9) if len(start) else 0.0
     out: dict[str, dict[str, np.ndarray]] = {}
     summary: dict[str, dict[str, Any]] = {}
-    names, code = np.unique(apps, return_inverse=True) if len(apps) else ([], apps)
-    sorted_code = np.asarray(code)[gr.order]
-    pair_code = np.asarray(code)[p["conn"]]
+    # connections are sorted by application first: each application is a slice
+    bounds = np.searchsorted(code[gr.order], np.arange(len(names) + 1))
+    # pairs grouped by application, in their order within it (stable counting sort)
+    pair_code = code[p["conn"]]
+    small = pair_code.astype(np.uint16) if len(names) < 1 << 16 else pair_code
+    porder = np.argsort(small, kind="stable")  # radix sort on 16-bit codes
+    pbounds = np.searchsorted(pair_code[porder], np.arange(len(names) + 1))
     for ai, app in enumerate(names):
-        m = sorted_code == ai
+        m = slice(bounds[ai], bounds[ai + 1])
         rows = gr.order[m]
         rre, sess, think = gr.rre[m], gr.session[m], gr.think[m]
         s = start[rows]
@@ -229,7 +250,7 @@ def app_parameters(
         inter_conn = np.diff(s)[~rre_first[1:]]
         rre_sess = sess[rre_first]
         sess_starts = np.sort(s[sess_first])
-        pm = pair_code == ai
+        pm = porder[pbounds[ai] : pbounds[ai + 1]]
         req, rsp, pthink = p["req_size"][pm], p["rsp_size"][pm], p["think_before"][pm]
         out[app] = {
             "numConn": _counts(rre),

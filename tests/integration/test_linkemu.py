@@ -432,10 +432,13 @@ def test_loss_bernoulli_and_gilbert(netns, tmp_path: Path) -> None:
     assert abs(len(lost_g) / 1e5 - 0.02 / 0.27) <= 0.1 * 0.02 / 0.27
 
 
-def test_per_host_links_in_one_namespace(netns, tmp_path: Path) -> None:
+@pytest.mark.parametrize("threads", [None, 1])
+def test_per_host_links_in_one_namespace(netns, tmp_path: Path, threads: int | None) -> None:
+    """Also the single-threaded engine (every other test runs the default: one
+    thread per direction, as the config has two ports)."""
     bed = Bed(netns, n_a=2, n_b=1)
     hosts = (host("10.1.0.1", 5_000, 10e6), host("10.1.0.2", 20_000, 40e6))
-    with LinkEngine(config(bed, tmp_path, hosts), tmp_path):
+    with LinkEngine(config(bed, tmp_path, hosts), tmp_path, threads=threads):
         rtts = icmp_rtts(bed, ["10.1.0.1", "10.1.0.2"], "10.2.0.1", count=50, interval=0.01)
         slow = iperf(bed, "10.1.0.1", "10.2.0.1", seconds=3, omit=1)
         fast = iperf(bed, "10.1.0.2", "10.2.0.1", seconds=3, omit=1)

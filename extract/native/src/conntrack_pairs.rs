@@ -6,17 +6,25 @@
 
 use super::{Conn, DoneRun, Tracker, TCP};
 
-/// Request/response pairs (columns of `pairs_from_runs`).
+/// One request/response pair (a row of `pairs_from_runs`' columns): 64 bytes, one
+/// cache line, so filling a pair touches one line instead of eight columns.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct Pair {
+    pub conn: i64,
+    pub req_size: i64,
+    pub rsp_size: i64,
+    pub req_t0: f64,
+    pub req_t1: f64,
+    pub rsp_t0: f64,
+    pub rsp_t1: f64,
+    pub think: f64,
+}
+
+/// The pairs in connection order.
 #[derive(Default)]
 pub struct Pairs {
-    pub conn: Vec<i64>,
-    pub req_size: Vec<i64>,
-    pub rsp_size: Vec<i64>,
-    pub req_t0: Vec<f64>,
-    pub req_t1: Vec<f64>,
-    pub rsp_t0: Vec<f64>,
-    pub rsp_t1: Vec<f64>,
-    pub think: Vec<f64>,
+    pub rows: Vec<Pair>,
 }
 
 impl Tracker {
@@ -64,79 +72,71 @@ impl Tracker {
         }
     }
 
-    /// Handles of the final runs stable-sorted by connection (a counting sort).
-    pub fn final_order(&self) -> Vec<u64> {
-        let inferred = self.inferred_runs();
-        let mut pos = vec![0usize; self.conns.len() + 1];
-        self.for_final_runs(&inferred, |cid, _| pos[cid as usize + 1] += 1);
-        for i in 0..self.conns.len() {
-            pos[i + 1] += pos[i];
-        }
-        let mut order = vec![0u64; pos[self.conns.len()]];
-        self.for_final_runs(&inferred, |cid, h| {
-            order[pos[cid as usize]] = h;
-            pos[cid as usize] += 1;
-        });
-        order
-    }
-
     /// Request/response pairs from the final runs, exactly as `pairs_from_runs` of
     /// `extract/sessions.py` computes them: a client run opens a pair, the server run
     /// after it closes it, a server run first in its connection makes a pair with an
     /// empty request; times in seconds since `t0`. `cdir` is the client's direction
     /// per connection. Returns the pairs in connection order.
+    ///
+    /// A connection's final runs come in stream order (`for_final_runs`), which is
+    /// its order in the numpy reference's stable sort by connection. So instead of
+    /// sorting the runs (a gather all over memory), two sequential passes over the
+    /// stream: one counts each connection's pairs (their prefix sums give its first
+    /// pair slot), the second fills the pairs in place with a cursor per connection.
     pub fn pairs(&self, cdir: &[i64], t0: i64) -> Pairs {
         let sec = |t: i64| (t.wrapping_sub(t0)) as f64 * 1e-9;
-        let order = self.final_order();
-        let mut prev_cid = -1i64;
-        let mut n = 0;
-        for &h in &order {
-            let (cid, dir, ..) = self.run_at(h);
-            n += (dir == cdir[cid as usize] || cid != prev_cid) as usize;
-            prev_cid = cid;
+        let inferred = self.inferred_runs();
+        let n = self.conns.len();
+        // pass 1: pairs per connection (a pair opens at a request or a first run)
+        let mut first_pair = vec![0usize; n + 1];
+        let mut seen = vec![false; n];
+        self.for_final_runs(&inferred, |cid, h| {
+            let c = cid as usize;
+            let is_req = self.run_at(h).1 == cdir[c];
+            first_pair[c + 1] += (is_req || !seen[c]) as usize;
+            seen[c] = true;
+        });
+        for i in 0..n {
+            first_pair[i + 1] += first_pair[i];
         }
-        let (i, f) = (|| Vec::with_capacity(n), || Vec::with_capacity(n));
-        let mut p = Pairs {
-            conn: i(),
-            req_size: i(),
-            rsp_size: i(),
-            req_t0: f(),
-            req_t1: f(),
-            rsp_t0: f(),
-            rsp_t1: f(),
-            think: f(),
+        let nan = f64::NAN;
+        let empty = Pair {
+            conn: -1,
+            req_size: 0,
+            rsp_size: 0,
+            req_t0: nan,
+            req_t1: nan,
+            rsp_t0: nan,
+            rsp_t1: nan,
+            think: nan,
         };
-        prev_cid = -1;
-        for h in order {
-            let (cid, dir, bytes, t0r, t1r) = self.run_at(h);
-            let is_req = dir == cdir[cid as usize];
-            if is_req || cid != prev_cid {
-                p.conn.push(cid);
-                p.req_size.push(0);
-                p.rsp_size.push(0);
-                for v in [&mut p.req_t0, &mut p.req_t1, &mut p.rsp_t0, &mut p.rsp_t1] {
-                    v.push(f64::NAN);
-                }
+        let mut rows = vec![empty; first_pair[n]];
+        // pass 2: the cursor of a connection is its next free slot
+        let mut cursor = first_pair;
+        seen.iter_mut().for_each(|x| *x = false);
+        self.for_final_runs(&inferred, |cid, h| {
+            let c = cid as usize;
+            let (_, dir, bytes, t0r, t1r) = self.run_at(h);
+            let is_req = dir == cdir[c];
+            if is_req || !seen[c] {
+                rows[cursor[c]].conn = cid;
+                cursor[c] += 1;
             }
-            prev_cid = cid;
-            let k = p.conn.len() - 1;
+            seen[c] = true;
+            let p = &mut rows[cursor[c] - 1];
             if is_req {
-                p.req_size[k] += bytes;
-                (p.req_t0[k], p.req_t1[k]) = (sec(t0r), sec(t1r));
+                p.req_size += bytes;
+                (p.req_t0, p.req_t1) = (sec(t0r), sec(t1r));
             } else {
-                p.rsp_size[k] += bytes;
-                (p.rsp_t0[k], p.rsp_t1[k]) = (sec(t0r), sec(t1r));
+                p.rsp_size += bytes;
+                (p.rsp_t0, p.rsp_t1) = (sec(t0r), sec(t1r));
+            }
+        });
+        for k in 1..rows.len() {
+            if rows[k].conn == rows[k - 1].conn {
+                rows[k].think = rows[k].req_t0 - rows[k - 1].rsp_t1;
             }
         }
-        p.think = (0..p.conn.len())
-            .map(|k| {
-                if k == 0 || p.conn[k] != p.conn[k - 1] {
-                    f64::NAN
-                } else {
-                    p.req_t0[k] - p.rsp_t1[k - 1]
-                }
-            })
-            .collect();
-        p
+        Pairs { rows }
     }
 }

@@ -548,7 +548,7 @@ pub mod ct_abi {
         }
         let p = t.pairs(cdir, t0);
         t.release();
-        let len = p.conn.len() as i64;
+        let len = p.rows.len() as i64;
         t.pending_pairs = Some(p);
         len
     }
@@ -566,13 +566,18 @@ pub mod ct_abi {
             return -1;
         };
         let o = from_raw_parts(out, 8);
-        let n = p.conn.len();
-        for (k, v) in [&p.conn, &p.req_size, &p.rsp_size].into_iter().enumerate() {
-            std::ptr::copy_nonoverlapping(v.as_ptr(), o[k] as *mut i64, n);
+        if o.iter().any(|q| q.is_null()) && !p.rows.is_empty() {
+            return -1;
         }
-        let floats = [&p.req_t0, &p.req_t1, &p.rsp_t0, &p.rsp_t1, &p.think];
-        for (k, v) in floats.into_iter().enumerate() {
-            std::ptr::copy_nonoverlapping(v.as_ptr(), o[3 + k] as *mut f64, n);
+        for (k, r) in p.rows.iter().enumerate() {
+            *(o[0] as *mut i64).add(k) = r.conn;
+            *(o[1] as *mut i64).add(k) = r.req_size;
+            *(o[2] as *mut i64).add(k) = r.rsp_size;
+            *(o[3] as *mut f64).add(k) = r.req_t0;
+            *(o[4] as *mut f64).add(k) = r.req_t1;
+            *(o[5] as *mut f64).add(k) = r.rsp_t0;
+            *(o[6] as *mut f64).add(k) = r.rsp_t1;
+            *(o[7] as *mut f64).add(k) = r.think;
         }
         0
     }

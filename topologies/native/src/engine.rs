@@ -13,7 +13,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
 use serde_json::{json, Map, Value};
@@ -74,9 +75,11 @@ impl Engine {
     /// The engine for `cfg`; with `rx_port` Some(i) it is one shard of a
     /// threaded engine (see `shard.rs`): it receives on port i only, transmits
     /// on every port, and writes only the captures of pipes leaving port i.
-    pub fn new(cfg: &Config, spin_us: u64, rx_port: Option<usize>) -> Result<Engine, String> {
+    /// `peers` holds one shared peer-MAC cell per port (see `Port`).
+    pub fn new(cfg: &Config, spin_us: u64, rx_port: Option<usize>, peers: &[Arc<AtomicU64>])
+               -> Result<Engine, String> {
         let ports = cfg.ports.iter().enumerate()
-            .map(|(i, p)| Port::open(p, rx_port.is_none_or(|r| r == i)))
+            .map(|(i, p)| Port::open(p, rx_port.is_none_or(|r| r == i), peers[i].clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let port_idx = |name: &str| cfg.ports.iter().position(|p| p.name == name).unwrap() as u16;
         let mut routes = Vec::new();
@@ -141,7 +144,7 @@ impl Engine {
             let mut src = [0u8; 6];
             src.copy_from_slice(&frame[6..12]);
             if src[0] & 1 == 0 {
-                port.peer_mac = Some(src);
+                port.learn_peer_mac(src);
             }
         }
         let ethertype = if frame.len() >= 14 { [frame[12], frame[13]] } else { [0, 0] };
@@ -189,7 +192,7 @@ impl Engine {
         if pkt.next == pkt.n {
             let port = &mut self.ports[pkt.out as usize];
             pkt.buf[6..12].copy_from_slice(&port.mac);
-            if let Some(mac) = port.peer_mac {
+            if let Some(mac) = port.peer_mac() {
                 pkt.buf[0..6].copy_from_slice(&mac);
             } else {
                 // unknown host side: ask (at most every 50 ms) and broadcast meanwhile

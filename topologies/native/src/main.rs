@@ -111,7 +111,7 @@ fn run() -> Result<(), String> {
     }
     let sharded = match args.threads {
         Some(2) if !shard::shardable(&cfg) => {
-            eprintln!("swell-link: warning: --threads 2 needs two ports with peer MACs; using 1");
+            eprintln!("swell-link: warning: --threads 2 needs exactly two ports; using 1");
             false
         }
         Some(t) => t == 2,
@@ -129,7 +129,7 @@ fn run() -> Result<(), String> {
         Some(p) => Some(engine::StatsWriter::create(p, cfg.stats_interval_ms)?),
         None => None,
     };
-    let mut eng = engine::Engine::new(&cfg, args.spin_us, None)?;
+    let mut eng = engine::Engine::new(&cfg, args.spin_us, None, &shard::peer_cells(&cfg))?;
     if let Some(p) = args.rt_priority {
         set_realtime(p);
     }

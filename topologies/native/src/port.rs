@@ -13,6 +13,8 @@ use std::ffi::CString;
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::config::{parse_ipv4, parse_mac, PortConf};
 
@@ -46,7 +48,9 @@ pub struct Port {
     /// Whether this port's socket receives (false: transmit-only).
     pub rx: bool,
     pub mac: [u8; 6],
-    pub peer_mac: Option<[u8; 6]>,
+    /// The host side's MAC, shared by the shards' copies of this port
+    /// (0: unknown; else the MAC in the low 48 bits with bit 48 set).
+    peer: Arc<AtomicU64>,
     pub learn_peer: bool,
     /// When the last ARP request for the unknown peer went out (monotonic ns).
     pub last_arp_request: u64,
@@ -237,15 +241,37 @@ pub fn fix_l4_checksum(frame: &mut [u8]) {
     frame[l4 + off..l4 + off + 2].copy_from_slice(&c.to_be_bytes());
 }
 
+fn mac_word(m: [u8; 6]) -> u64 {
+    let mut w = [0u8; 8];
+    w[2..].copy_from_slice(&m);
+    u64::from_be_bytes(w) | 1 << 48
+}
+
 impl Port {
+    /// The host side's MAC, if configured or learnt.
+    pub fn peer_mac(&self) -> Option<[u8; 6]> {
+        let w = self.peer.load(Ordering::Relaxed);
+        (w != 0).then(|| {
+            let b = w.to_be_bytes();
+            [b[2], b[3], b[4], b[5], b[6], b[7]]
+        })
+    }
+
+    pub fn learn_peer_mac(&self, mac: [u8; 6]) {
+        self.peer.store(mac_word(mac), Ordering::Relaxed);
+    }
+
     /// Opens the port. The engine answers ARP and sends with a MAC one bit
     /// away from the interface's own: frames for it are "other host" to the
     /// router namespace's kernel, which then drops them at once instead of
     /// routing each one (the engine's socket still sees them). With `rx`
     /// false the port only transmits (see `open_socket`).
-    pub fn open(conf: &PortConf, rx: bool) -> Result<Port, String> {
+    pub fn open(conf: &PortConf, rx: bool, peer: Arc<AtomicU64>) -> Result<Port, String> {
         let (fd, if_mac) = in_netns(&conf.netns, || open_socket(conf, rx))?;
         let peer_mac = conf.peer_mac.as_deref().map(parse_mac).transpose()?;
+        if let Some(m) = peer_mac {
+            peer.store(mac_word(m), Ordering::Relaxed);
+        }
         let mut mac = if_mac;
         mac[5] ^= 0x01;
         if Some(mac) == peer_mac {
@@ -259,7 +285,7 @@ impl Port {
             mac,
             learn_peer: peer_mac.is_none(),
             last_arp_request: 0,
-            peer_mac,
+            peer,
             gateways,
             counters: PortCounters::default(),
             txq: Vec::with_capacity(BATCH),
@@ -428,7 +454,7 @@ mod tests {
             fd: -1,
             rx: true,
             mac: [2, 0, 0, 0, 0, 1],
-            peer_mac: None,
+            peer: Arc::new(AtomicU64::new(0)),
             learn_peer: true,
             last_arp_request: 0,
             gateways: vec![0x0a01_fffe],
@@ -457,6 +483,16 @@ mod tests {
         let before = f.clone();
         fix_l4_checksum(&mut f);
         assert_eq!(f, before);
+    }
+
+    #[test]
+    fn peer_mac_cell_round_trips() {
+        let p = port();
+        assert_eq!(p.peer_mac(), None);
+        p.learn_peer_mac([0, 0, 0, 0, 0, 0]);
+        assert_eq!(p.peer_mac(), Some([0; 6]));
+        p.learn_peer_mac([0xfe, 1, 2, 3, 4, 0xff]);
+        assert_eq!(p.peer_mac(), Some([0xfe, 1, 2, 3, 4, 0xff]));
     }
 
     #[test]

@@ -13,8 +13,8 @@
 //! hosts behind j, so each pipe is used by one shard only and behaves as in
 //! the single-threaded engine (same seeds, same loss draws). (A frame with a
 //! spoofed source or one routed back out of its own port would use its own
-//! shard's copy of the pipe; counters still add up.) Only ports with a
-//! configured peer MAC qualify (no MAC learning shared between threads).
+//! shard's copy of the pipe; counters still add up.) A port's peer MAC (when
+//! learnt) is shared between the shards through one atomic cell.
 //!
 //! Stats: every shard sends its records to the main thread, which adds them
 //! up field by field (the idle copy of a pipe is all zeros) and writes one
@@ -22,7 +22,8 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ use crate::engine::{Engine, ShardRecord, StatsWriter, STOP};
 
 /// Whether `cfg` can run as one shard per port (see the module doc).
 pub fn shardable(cfg: &Config) -> bool {
-    cfg.ports.len() == 2 && cfg.ports.iter().all(|p| p.peer_mac.is_some())
+    cfg.ports.len() == 2
 }
 
 /// Adds `b` into `a`: numbers add, objects merge key by key, anything else
@@ -121,6 +122,11 @@ fn merge_loop(rx: Receiver<ShardRecord>, n: usize, path: Option<&str>, wake_fd: 
     Ok(())
 }
 
+/// One (initially unknown) peer-MAC cell per port.
+pub fn peer_cells(cfg: &Config) -> Vec<Arc<AtomicU64>> {
+    cfg.ports.iter().map(|_| Arc::new(AtomicU64::new(0))).collect()
+}
+
 /// Builds one shard per port (sockets opened here, before READY); `start`
 /// then runs them until STOP.
 pub struct Shards {
@@ -129,8 +135,9 @@ pub struct Shards {
 
 impl Shards {
     pub fn new(cfg: &Config, spin_us: u64) -> Result<Shards, String> {
+        let peers = peer_cells(cfg);
         let engines = (0..cfg.ports.len())
-            .map(|i| Engine::new(cfg, spin_us, Some(i)))
+            .map(|i| Engine::new(cfg, spin_us, Some(i), &peers))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Shards { engines })
     }
