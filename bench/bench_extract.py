@@ -20,15 +20,18 @@ no work) and one ``extract`` per connection tracker (``--engines``: the native
 Rust tracker, the default, and the numpy reference; ``SWELL_CONNTRACK``):
 :func:`swell.extract.cli.extract_model` (reader + connection reconstruction +
 model fit, no file written). Reported: wall time,
-packets/s, the ratio extract/read (target <= 2) and each process's peak RSS
+packets/s, the ratio extract/read (target <= 2), each process's peak RSS
 (``VmHWM``), which shows memory stays bounded on a trace far larger than
-what would fit if loaded whole.
+what would fit if loaded whole, each process's CPU time (user + system, all
+threads: less sensitive than wall time to other work on a shared machine) and
+the 1-minute load average when the row was done (the machine's other work).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -134,12 +137,13 @@ def _one(mode: str, path: str) -> None:
         m = extract_model(path, label="bench")
         n = int(m.meta["trace"]["packets"])
     dt = time.perf_counter() - t0
+    cpu = sum(os.times()[:2])  # user + system of every thread of this process
     # VmHWM, not ru_maxrss: the latter survives exec() and would show the parent's peak
     hwm = [
         ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("VmHWM:")
     ]
     rss = int(hwm[0].split()[1]) / 1024 if hwm else float("nan")
-    print(json.dumps({"packets": n, "seconds": dt, "rss_mb": rss}))
+    print(json.dumps({"packets": n, "seconds": dt, "cpu_s": cpu, "rss_mb": rss}))
 
 
 def _run(mode: str, path: Path, repeat: int, engine: str = "native") -> dict:
@@ -192,6 +196,7 @@ def main() -> None:
     for e in engines:
         head += [f"extract s ({e})", f"Mpkt/s ({e})", f"extract/read ({e})"]
     head += ["read RSS MB", *(f"RSS MB ({e})" for e in engines)]
+    head += ["CPU s read", *(f"CPU s ({e})" for e in engines), "load avg"]
     print("| " + " | ".join(head) + " |")
     print("|---|" + "---:|" * (len(head) - 1))
     for f in [*files, comp]:
@@ -204,6 +209,8 @@ def main() -> None:
             row += [f"{x['seconds']:.3f}", f"{x['packets'] / x['seconds'] / 1e6:.2f}"]
             row.append(f"{x['seconds'] / r['seconds']:.2f}")
         row += [f"{r['rss_mb']:.0f}", *(f"{res[e]['rss_mb']:.0f}" for e in engines)]
+        row += [f"{r['cpu_s']:.2f}", *(f"{res[e]['cpu_s']:.2f}" for e in engines)]
+        row.append(f"{os.getloadavg()[0]:.1f}")
         print("| " + " | ".join(row) + " |", flush=True)
 
 

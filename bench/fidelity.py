@@ -64,6 +64,7 @@ from swell.analysis.fidelity import (  # noqa: E402
 )
 from swell.analysis.timeseries import directions_by_rule, load_packets  # noqa: E402
 from swell.fsutil import write_json  # noqa: E402
+from swell.generators.schedule import read_schedule  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -97,6 +98,15 @@ def topology_dict(model: Path, n_clients: int, n_servers: int) -> dict[str, Any]
         "engine": "native",
         "seed": SEED,
     }
+
+
+def bench_spec(model_dir: Path, model: Any) -> Any:
+    """The topology spec: as many emulated hosts per side as the model has observed hosts."""
+    from swell.topologies.spec import spec_from_dict
+
+    n_c = max(1, len(model.arrays["net/client/delay_s"]))
+    n_s = max(1, len(model.arrays["net/server/delay_s"]))
+    return spec_from_dict(topology_dict(model_dir, n_c, n_s), "fidelity topology")
 
 
 def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
@@ -150,12 +160,9 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float) -> Any
 def run_swing(model_dir: Path, model: Any, out: Path, run_s: float) -> dict[str, Any]:
     """Generate ``run_s`` seconds of Swing traffic through the dumbbell; capture it."""
     from swell.generators.swing import load_records
-    from swell.topologies.spec import spec_from_dict
     from swell.topologies.topology import Topology
 
-    n_c = max(1, len(model.arrays["net/client/delay_s"]))
-    n_s = max(1, len(model.arrays["net/server/delay_s"]))
-    spec = spec_from_dict(topology_dict(model_dir, n_c, n_s), "fidelity topology")
+    spec = bench_spec(model_dir, model)
     cap_dir = out / "capture"
     with Topology(spec, capture_dir=cap_dir) as topo:
         gen = swing_background(topo, model_dir, out, run_s)
@@ -174,6 +181,7 @@ def run_swing(model_dir: Path, model: Any, out: Path, run_s: float) -> dict[str,
         links = {h.ip: h.link for h in topo.clients + topo.servers}
     records = load_records(res.files["records"])
     return {"t0_ns": t0_ns, "capture_dir": cap_dir, "records": records,
+            "schedule": out / "schedule.jsonl",
             "report": topo.report, "links": links}
 
 
@@ -203,7 +211,13 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         add_ks(result, model_distributions(model_dir), d_gen,
                "generated bottleneck capture re-extracted vs the model")
     recs = run["records"]
+    sched = read_schedule(run["schedule"])
     result.meta.update({
+        "scheduled_payload_bps": {
+            "c2s": 8.0 * sum(c.req_bytes for *_, c in sched.conns()) / run_s,
+            "s2c": 8.0 * sum(c.rsp_bytes for *_, c in sched.conns()) / run_s},
+        "carried_payload_bps": {"c2s": 8.0 * sum(r["tx"] for r in recs) / run_s,
+                                "s2c": 8.0 * sum(r["rx"] for r in recs) / run_s},
         "capture": cap.name, "original": str(cap.path), "note": cap.note,
         "run_s": run_s, "seed": SEED, "syn_rule_agreement": agree,
         "connections": len(recs), "connections_ok": sum(1 for r in recs if r.get("ok")),
@@ -221,6 +235,9 @@ def summary_lines(result: FidelityResult) -> list[str]:
              f"  generated {m['run_s']:.0f} s, seed {m['seed']}, engine {m['engine']}, "
              f"{m['connections']} connections ({m['connections_ok']} complete, "
              f"{m['connections_cut']} cut at the end; errors: {m['connection_errors'] or 'none'})",
+             "  payload per second, scheduled -> carried by the generator (whole run): "
+             + ", ".join(f"{d} {m['scheduled_payload_bps'][d] / 1e6:.4f} -> "
+                         f"{m['carried_payload_bps'][d] / 1e6:.4f} Mb/s" for d in ("c2s", "s2c")),
              f"  applications left out (no exchanges to generate): {m['apps_left_out'] or 'none'}",
              "  bytes whose SYN-rule direction matches the bottleneck file: "
              + ", ".join(f"{d} {v:.1%}" for d, v in m["syn_rule_agreement"].items())]
@@ -243,10 +260,12 @@ def schedule_spread(model_dir: Path, model: Any, run_s: float, seeds: int = 200
     single seeded run is drawn from.
     """
     from swell.generators.schedule import build_schedule
+    from swell.topologies.topology import Topology
 
     apps, scale, _ = usable_apps(model_dir)
     trace_bps = 8.0 * sum(a["bytes_s2c"] for a in model.meta["apps"].values()) / model.duration_s
-    clients, servers = ["10.0.0.1"], [f"10.1.0.{i}" for i in range(1, 100)]
+    plan = Topology(bench_spec(model_dir, model))  # addresses only; never brought up
+    clients, servers = [h.ip for h in plan.clients], [h.ip for h in plan.servers]
     ratios = []
     for seed in range(1, seeds + 1):
         sched = build_schedule(apps, clients, servers, run_s, seed, scale=scale)

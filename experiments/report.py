@@ -142,8 +142,9 @@ def _findings(groups: dict) -> list[str]:
     """What the numbers say, one sentence per configuration (computed, not written by hand).
 
     Burstiness: the weighted slope of the downloads-direction energy plot from octave 3
-    (8 ms) up (0 for Poisson-like traffic, positive when energy grows with the time
-    scale). Response times: the spread p90/p10 (1.0 for a vertical CDF).
+    (8 ms) up: 0 for Poisson-like traffic (Hurst 0.5), 1 for Hurst 1; "nearly flat"
+    below 0.25 (Hurst < 0.63), "rising" above. Response times: the spread p90/p10 (1.0
+    for a vertical CDF).
     """
     out = []
     for label, runs in groups.items():
@@ -153,7 +154,7 @@ def _findings(groups: dict) -> list[str]:
             plot = EnergyPlot.from_dict(e)
             try:
                 h = hurst_estimate(plot, 3)
-                shape = ("nearly flat (Poisson-like)" if abs(h.slope) < 0.15 else
+                shape = ("nearly flat (Poisson-like)" if abs(h.slope) < 0.25 else
                          "rising with the time scale (bursty at large scales)" if h.slope > 0
                          else "falling with the time scale")
                 parts.append(f"background energy {shape}: slope {h.slope:+.2f} per octave "

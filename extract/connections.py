@@ -162,6 +162,7 @@ class ConnectionBuilder:
             raise ValueError(f"unknown connection tracker {self.engine!r} (one of {ENGINES})")
         self._native: Any = None
         self.native_pairs: Any = None  # set by the native tracker's finish
+        self.native_hist: Any = None  # ditto: () -> pair_hist
         if self.engine == "native":
             from swell.extract.conntrack import NativeTracker
 

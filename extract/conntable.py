@@ -91,6 +91,8 @@ def finish_table(b: ConnectionBuilder) -> ConnTable:
         fut = pool.submit(b.native_pairs, cdir, t0)
         try:
             table = _table(b, cdir, inferred, t0, native=True)
+            if b.native_hist is not None:
+                b.pair_hist, b.native_hist = b.native_hist(), None
         finally:
             pairs = fut.result()
     table.pairs = pairs

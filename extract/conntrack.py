@@ -205,11 +205,14 @@ def load_state(b: Any) -> None:
         b.native_pairs = None  # the tracker goes once the pairs are out
         return tracker.pairs(cdir, t0)
 
+    def hist() -> dict[int, int]:
+        return pair_histogram(
+            st["hist"], st["ambiguous"], cn.CAP_NBINS, cn.CAP_LOG_MIN, cn.CAP_BINS_PER_DECADE
+        )
+
     b.native_pairs = pairs
+    b.native_hist = hist  # finish_table builds it while the native pairs are computed
     b.host_addr = st["hosts"]
-    b.pair_hist = pair_histogram(
-        st["hist"], st["ambiguous"], cn.CAP_NBINS, cn.CAP_LOG_MIN, cn.CAP_BINS_PER_DECADE
-    )
     b.t0_ns, b.packets, b.duplicates = st["t0_ns"], st["packets"], st["duplicates"]
     b.skipped = st["skipped"]
 

@@ -23,6 +23,7 @@ import copy
 import datetime as _dt
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,8 +175,11 @@ def fit_model(
 ) -> SwingModel:
     """Build a :class:`SwingModel` from a connection table."""
     ev = ev or Evidence()
-    params, summary = app_parameters(table, th)
-    net = estimate_network(table, pair_hist, ev)
+    # independent; numpy releases the GIL in its sorts and large loops: use both cores
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="swell-net") as pool:
+        fut = pool.submit(estimate_network, table, pair_hist, ev)
+        params, summary = app_parameters(table, th)
+        net = fut.result()
     arrays: dict[str, np.ndarray] = {}
     server_ids = net.sides["server"]["hosts"]
     for app, vals in params.items():

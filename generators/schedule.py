@@ -282,6 +282,26 @@ def _draw_session(app: AppSamples, t: float, client: str, servers: list[str],
     return Session(0, round(t, 9), client, tuple(rres))
 
 
+def _unusable(apps: list[AppSamples]) -> dict[str, str]:
+    """Applications that cannot be generated, with the reason; an error when none can.
+
+    A real capture can hold an application whose connections never carried a
+    byte (SYN-only or one-way attempts): it has sessions but no request/response
+    samples. It is left out (and listed in the schedule's ``meta.skipped_apps``)
+    instead of refusing the whole model.
+    """
+    skipped = {}
+    for app in apps:
+        try:
+            app.check()
+        except SwellError as exc:
+            skipped[app.name] = exc.message
+    if len(skipped) == len(apps):
+        raise SwellError("model", "no application can be generated: " + "; ".join(
+            f"{k}: {v}" for k, v in skipped.items()))
+    return skipped
+
+
 def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str],
                    duration_s: float, seed: int, scale: float = 1.0,
                    meta: dict[str, Any] | None = None) -> Schedule:
@@ -299,8 +319,10 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     rng = np.random.default_rng(seed)
     counts: dict[str, int] = {"raised_requests": 0}
     drawn: list[Session] = []
+    skipped = _unusable(apps)
     for app in apps:
-        app.check()
+        if app.name in skipped:
+            continue
         for t in _arrivals(app, duration_s, scale, rng):
             client = clients[int(rng.integers(len(clients)))]
             drawn.append(_draw_session(app, float(t), client, servers, rng, counts))
@@ -308,7 +330,8 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     sessions = [Session(i, s.t, s.client, s.rres) for i, s in enumerate(drawn)]
     if not sessions:
         raise SwellError("model", f"zero sessions drawn in {duration_s} s at scale {scale}")
-    info = {"scale": scale, "apps": [a.name for a in apps], **counts, **(meta or {})}
+    info = {"scale": scale, "apps": [a.name for a in apps if a.name not in skipped], **counts,
+            **({"skipped_apps": skipped} if skipped else {}), **(meta or {})}
     return Schedule(seed, duration_s, sessions, info)
 
 

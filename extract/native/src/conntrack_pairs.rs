@@ -1,10 +1,10 @@
 //! The request/response pairs of the native tracker (part of `conntrack`): which
 //! runs a connection's pairs come from (real data, or acknowledgement-inferred for a
-//! TCP connection seen in one direction only), ordered by connection with a counting
-//! sort, then cut into pairs with the arithmetic of `pairs_from_runs` in
-//! `extract/sessions.py`.
+//! TCP connection seen in one direction only), cut into pairs with the arithmetic of
+//! `pairs_from_runs` in `extract/sessions.py`, in connection order, by two sequential
+//! passes over the runs (count, then fill) instead of a sort.
 
-use super::{Conn, DoneRun, Tracker, TCP};
+use super::{DoneRun, Tracker, TCP};
 
 /// One request/response pair (a row of `pairs_from_runs`' columns): 64 bytes, one
 /// cache line, so filling a pair touches one line instead of eight columns.
@@ -29,47 +29,42 @@ pub struct Pairs {
 
 impl Tracker {
     /// Per connection: whether it takes its runs from the ack-inferred stream (a TCP
-    /// connection seen in one direction only).
-    fn inferred_runs(&self) -> Vec<bool> {
-        let f = |c: &Conn| c.proto == TCP && (c.dirs[0].pkts == 0 || c.dirs[1].pkts == 0);
-        self.conns.iter().map(f).collect()
-    }
-
-    /// Every run the pairs come from (see `pairs`), in stream order, with a
-    /// handle (source << 62 | index: 0 runs, 1 ack-inferred runs, 2 open run of a
-    /// connection).
-    fn for_final_runs(&self, inferred: &[bool], mut f: impl FnMut(i64, u64)) {
-        for (k, r) in self.runs.iter().enumerate() {
-            if !inferred[r.cid() as usize] {
-                f(r.cid(), k as u64);
-            }
-        }
-        for (k, r) in self.vruns.iter().enumerate() {
-            if inferred[r.cid() as usize] {
-                f(r.cid(), 1 << 62 | k as u64);
-            }
-        }
+    /// connection seen in one direction only); and the still-open run of each
+    /// connection that has one, compact, in connection order (one scan of `conns`).
+    fn final_state(&self) -> (Vec<bool>, Vec<DoneRun>) {
+        let mut inferred = Vec::with_capacity(self.conns.len());
+        let mut open = Vec::new();
         for (i, c) in self.conns.iter().enumerate() {
-            if (if inferred[i] { &c.vrun } else { &c.run }).open {
-                f(i as i64, 2 << 62 | i as u64);
+            let inf = c.proto == TCP && (c.dirs[0].pkts == 0 || c.dirs[1].pkts == 0);
+            inferred.push(inf);
+            let r = if inf { &c.vrun } else { &c.run };
+            if r.open {
+                open.push(DoneRun {
+                    cid_dir: (i as u64) << 1 | (r.dir & 1) as u64,
+                    bytes: r.bytes,
+                    t0: r.t0,
+                    t1: r.t1,
+                });
             }
         }
+        (inferred, open)
     }
 
-    /// (cid, dir, bytes, t0, t1) of a run handle.
-    fn run_at(&self, handle: u64) -> (i64, i64, i64, i64, i64) {
-        let k = (handle & ((1 << 62) - 1)) as usize;
-        let done = |r: &DoneRun| (r.cid(), r.dir(), r.bytes, r.t0, r.t1);
-        match handle >> 62 {
-            0 => done(&self.runs[k]),
-            1 => done(&self.vruns[k]),
-            _ => {
-                let c = &self.conns[k];
-                let one_way = c.proto == TCP && (c.dirs[0].pkts == 0 || c.dirs[1].pkts == 0);
-                let r = if one_way { &c.vrun } else { &c.run };
-                (k as i64, r.dir, r.bytes, r.t0, r.t1)
+    /// Every run the pairs come from (see `pairs`), in stream order: the finished
+    /// real-data runs of connections not `inferred`, the finished ack-inferred runs of
+    /// the others, then the open runs.
+    fn for_final_runs(&self, inferred: &[bool], open: &[DoneRun], mut f: impl FnMut(&DoneRun)) {
+        for r in &self.runs {
+            if !inferred[r.cid() as usize] {
+                f(r);
             }
         }
+        for r in &self.vruns {
+            if inferred[r.cid() as usize] {
+                f(r);
+            }
+        }
+        open.iter().for_each(f);
     }
 
     /// Request/response pairs from the final runs, exactly as `pairs_from_runs` of
@@ -85,14 +80,14 @@ impl Tracker {
     /// pair slot), the second fills the pairs in place with a cursor per connection.
     pub fn pairs(&self, cdir: &[i64], t0: i64) -> Pairs {
         let sec = |t: i64| (t.wrapping_sub(t0)) as f64 * 1e-9;
-        let inferred = self.inferred_runs();
+        let (inferred, open) = self.final_state();
         let n = self.conns.len();
         // pass 1: pairs per connection (a pair opens at a request or a first run)
         let mut first_pair = vec![0usize; n + 1];
         let mut seen = vec![false; n];
-        self.for_final_runs(&inferred, |cid, h| {
-            let c = cid as usize;
-            let is_req = self.run_at(h).1 == cdir[c];
+        self.for_final_runs(&inferred, &open, |r| {
+            let c = r.cid() as usize;
+            let is_req = r.dir() == cdir[c];
             first_pair[c + 1] += (is_req || !seen[c]) as usize;
             seen[c] = true;
         });
@@ -114,12 +109,12 @@ impl Tracker {
         // pass 2: the cursor of a connection is its next free slot
         let mut cursor = first_pair;
         seen.iter_mut().for_each(|x| *x = false);
-        self.for_final_runs(&inferred, |cid, h| {
-            let c = cid as usize;
-            let (_, dir, bytes, t0r, t1r) = self.run_at(h);
-            let is_req = dir == cdir[c];
+        self.for_final_runs(&inferred, &open, |r| {
+            let c = r.cid() as usize;
+            let (bytes, t0r, t1r) = (r.bytes, r.t0, r.t1);
+            let is_req = r.dir() == cdir[c];
             if is_req || !seen[c] {
-                rows[cursor[c]].conn = cid;
+                rows[cursor[c]].conn = c as i64;
                 cursor[c] += 1;
             }
             seen[c] = true;
