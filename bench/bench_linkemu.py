@@ -310,13 +310,20 @@ def table(rows: dict[str, dict[str, float]], cmd: str) -> str:
 NOTES = [
     "Notes:", "",
     "- Every path carries iperf3's sender and receiver; the routed paths add a forwarder, so "
-    "on 2 cores three busy threads share two CPUs, while bare veth has two.",
+    "on 2 cores three or four busy threads share two CPUs, while bare veth has two.",
     "- A veth delivers a frame in the sender's context: the engine's CPU includes the "
-    "receiving host's whole TCP receive path (about 70% of its profile is `sendmmsg` -> "
-    "softirq -> `tcp_v4_rcv`); `recvmmsg` is about 20%, the pipe logic a few percent.",
-    "- An mmap receive ring (PACKET_RX_RING, TPACKET_V2) instead of `recvmmsg` was tried "
-    "and gave no measurable gain here (run-to-run noise is +-15%), so the engine keeps "
-    "`recvmmsg`/`sendmmsg` batches of 64.",
+    "receiving host's whole TCP receive path (about 70% of a single engine thread's profile "
+    "is `sendmmsg` -> softirq -> `tcp_v4_rcv`); `recvmmsg` is about 20%, the pipe logic a "
+    "few percent.",
+    "- With no delay and no rate the engine runs one thread per direction (docs/linkemu.md), "
+    "so the receiver's data path and the sender's ACK processing run on two cores: about "
+    "1.4x the single-thread throughput, at about 1.3-1.4 cores. Timed configurations (the "
+    "20 ms and OWD rows) keep one thread: with two real-time threads the 20 ms row used "
+    "1.25 cores and the OWD p99 ranged from 53 us to 12 ms.",
+    "- Tried without a measurable gain (run-to-run noise is +-15%): an mmap receive ring "
+    "(TPACKET_V2), batches of 256 instead of 64, pinning each thread to a CPU, polling "
+    "10-50 us before sleeping; normal scheduling instead of SCHED_FIFO halved the "
+    "threaded throughput. The engine keeps `recvmmsg`/`sendmmsg` batches of 64.",
     "- The engine runs under SCHED_FIFO 10 (LinkEngine's default) with 30 us of spin "
     "before each departure (capped at 25% of the time).",
     "- The one-way delay error counts the sender's user-space stamp to the receiver's "

@@ -192,9 +192,10 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
     dirs_o = directions_by_rule(orig, cfg.direction)
     gen, dirs_g = merge_directions(load_bottleneck(run["capture_dir"]))
     t0 = int(run["t0_ns"])
-    first = int(gen.ts_ns.min())
-    if not t0 - 5e9 <= first <= t0 + run_s * 1e9:
-        raise RuntimeError(f"capture clock: first packet {(first - t0) / 1e9:+.1f} s from start")
+    inside = (gen.ts_ns >= t0) & (gen.ts_ns < t0 + int(run_s * 1e9))
+    if inside.sum() < 0.5 * len(gen):  # the readiness probes come before t0, little else
+        raise RuntimeError(f"capture clock: only {inside.sum()} of {len(gen)} packets in the "
+                           "run's window; are capture timestamps wall-clock time?")
     result = fidelity(orig, gen, cfg, directions=(dirs_o, dirs_g),
                       grids=((int(orig.ts_ns.min()), None), (t0, t0 + int(run_s * 1e9))))
     merged = out / "generated.pcap"

@@ -2,7 +2,9 @@
 
 Design: :class:`NativeTracker` owns a Rust ``Tracker``. :meth:`NativeTracker.add`
 passes a reader chunk's numpy columns by pointer (no copy when the dtypes are
-the reader's, which they always are for real traces); the tracker runs the
+the reader's, which they always are for real traces), selects the chunk's packets
+in the calling thread (``swell_ct_prepare``, while the worker thread still tracks
+the previous chunk) and hands them to the worker; the tracker runs the
 exact per-chunk semantics of the numpy :class:`~swell.extract.connections.ConnectionBuilder`
 (the reference implementation) as sequential loops. :meth:`NativeTracker.export`
 copies the tracker's state out as the numpy builder's state columns (``conn``,
@@ -74,6 +76,11 @@ def _lib() -> ctypes.CDLL:
             "swell_ct_free": ([vp], None),
             "swell_ct_add": ([vp, ctypes.POINTER(_CtChunk), ctypes.c_size_t, vp, ctypes.c_size_t],
                              ctypes.c_int32),
+            "swell_ct_prep_new": ([], vp),
+            "swell_ct_prep_free": ([vp], None),
+            "swell_ct_prepare": ([vp, ctypes.POINTER(_CtChunk), ctypes.c_size_t], ctypes.c_int32),
+            "swell_ct_add_prepared": ([vp, ctypes.POINTER(_CtChunk), ctypes.c_size_t, vp, vp,
+                                       ctypes.c_size_t], ctypes.c_int32),
             "swell_ct_sizes": ([vp, vp], ctypes.c_int32),
             "swell_ct_export": ([vp] * 5, ctypes.c_int32),
             "swell_ct_pairs": ([vp, vp, ctypes.c_size_t, i64], i64),
@@ -99,6 +106,9 @@ class NativeTracker:
         self._h = self._lib.swell_ct_new(udp_idle_ns, tcp_idle_ns)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swell-ct")
         self._pending: Future[None] | None = None
+        # two selection buffers: one is filled here while the worker uses the other
+        self._preps = [self._lib.swell_ct_prep_new() for _ in range(2)]
+        self._flip = 0
 
     def __del__(self) -> None:
         pool = getattr(self, "_pool", None)
@@ -107,29 +117,37 @@ class NativeTracker:
         h, self._h = getattr(self, "_h", None), None
         if h:
             self._lib.swell_ct_free(h)
+        for p in getattr(self, "_preps", []):
+            self._lib.swell_ct_prep_free(p)
+        self._preps = []
 
     def add(self, chunk: Any) -> None:
-        """Feed one reader chunk. The work runs in a worker thread (ctypes releases the
-        GIL) while the caller reads the next chunk, so ``chunk`` must not be modified
-        afterwards; an error (RuntimeError on a hash collision, as numpy's) surfaces at
-        the next call."""
+        """Feed one reader chunk. The calling thread selects the chunk's packets (TCP/UDP,
+        endpoint hashes) while the worker thread still tracks the previous chunk; the
+        tracking then runs in the worker (ctypes releases the GIL) while the caller reads
+        the next chunk, so ``chunk`` must not be modified afterwards. An error
+        (RuntimeError on a hash collision, as numpy's) surfaces at the next call."""
+        if not len(chunk):
+            self.wait()
+            return
+        cols, cc = _columns(chunk)
+        prep = self._preps[self._flip]
+        self._flip ^= 1
+        self._lib.swell_ct_prepare(prep, ctypes.byref(cc), len(chunk))
         self.wait()
-        if len(chunk):
-            self._pending = self._pool.submit(self._add_now, chunk)
+        self._pending = self._pool.submit(self._add_prepared, cols, cc, prep, len(chunk))
+
+    def _add_prepared(self, cols: list[np.ndarray], cc: _CtChunk, prep: int, n: int) -> None:
+        err = ctypes.create_string_buffer(256)
+        if self._lib.swell_ct_add_prepared(self._h, ctypes.byref(cc), n, prep, err, len(err)):
+            raise RuntimeError(err.value.decode(errors="replace") or "native tracker failed")
+        del cols  # the columns lived until here (cc points into them)
 
     def wait(self) -> None:
         """Finish the chunk in progress (re-raising its error)."""
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()
-
-    def _add_now(self, chunk: Any) -> None:
-        n = len(chunk)
-        cols = [np.ascontiguousarray(getattr(chunk, k), dtype=t) for k, t in CHUNK_COLS]
-        cc = _CtChunk(*(_ptr(a) for a in cols))
-        err = ctypes.create_string_buffer(256)
-        if self._lib.swell_ct_add(self._h, ctypes.byref(cc), n, err, len(err)) != 0:
-            raise RuntimeError(err.value.decode(errors="replace") or "native tracker failed")
 
     def sizes(self) -> np.ndarray:
         self.wait()
@@ -180,6 +198,13 @@ class NativeTracker:
         out |= {k: np.empty(n, dtype=np.float64) for k in PAIR_COLS[3:]}
         self._lib.swell_ct_pairs_copy(self._h, _ptrs(out.values()))
         return out
+
+
+def _columns(chunk: Any) -> tuple[list[np.ndarray], _CtChunk]:
+    """A chunk's columns in the tracker's dtypes (no copy for the reader's) and the
+    C struct of their pointers (valid while the columns live)."""
+    cols = [np.ascontiguousarray(getattr(chunk, k), dtype=t) for k, t in CHUNK_COLS]
+    return cols, _CtChunk(*(_ptr(a) for a in cols))
 
 
 def _ptrs(arrays: Iterable[np.ndarray | None]) -> Any:

@@ -22,7 +22,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-dev python3-pip
   iproute2 ethtool iptables tcpdump tshark mininet
   d-itg httperf apache2 tcpreplay nfdump iperf3
-  build-essential pkg-config curl ca-certificates git procps psmisc kmod iputils-ping
+  build-essential pkg-config curl ca-certificates git procps psmisc kmod iputils-ping libxxhash0
 )
 
 missing=()
@@ -36,10 +36,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# Apache is started by swell with its own config; never leave the system one running.
-if command -v apache2ctl >/dev/null && pgrep -x apache2 >/dev/null 2>&1; then
-  if [ -f /run/apache2/apache2.pid ]; then apache2ctl -k stop >/dev/null 2>&1 || true; fi
-fi
+# (Apache is started by swell with its own config inside the run's namespaces; a
+# system Apache the package may have started lives in the host namespace and is
+# left alone.)
 
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then

@@ -252,7 +252,7 @@ class LinkEngine:
     on a busy host this is what keeps the delay tail within a millisecond.
     ``spin_us``: how long before a departure the engine stops sleeping.
     ``threads``: 1 (one forwarding thread) or 2 (one per direction; needs two
-    ports with peer MACs); None lets the engine choose (2 when possible).
+    ports); None lets the engine choose: 2 when no pipe has a delay or a rate.
     """
 
     def __init__(self, config: EngineConfig, workdir: Path, die_with_parent: bool = True,
@@ -263,6 +263,8 @@ class LinkEngine:
         self.die_with_parent = die_with_parent
         self.spin_us = spin_us
         self.rt_priority = rt_priority
+        if threads not in (None, 1, 2):
+            raise SwellError(config.name, f"threads must be 1, 2 or None, not {threads}")
         self.threads = threads
         default_stats = self.workdir / f"{config.name}-link-stats.jsonl"
         self.stats_path = Path(config.stats_path or default_stats)

@@ -355,13 +355,16 @@ def test_tcp_goodput_matches_rate(netns, tmp_path: Path, mbit: int) -> None:
     assert 0 < max(peaks) <= queue
 
 
-def test_udp_overload_loses_excess_and_queue_bounds_delay(netns, tmp_path: Path) -> None:
+@pytest.mark.parametrize("threads", [None, 2])
+def test_udp_overload_loses_excess_and_queue_bounds_delay(netns, tmp_path: Path,
+                                                          threads: int | None) -> None:
+    """threads=2: the capture, queue samples and counters also hold per direction."""
     bed = Bed(netns, n_a=2, n_b=1)
     rate, queue = 10e6, 25_000  # 25 kB at 10 Mbit/s = 20 ms of queueing at most
     bneck = PipeSpec(rate_bps=rate, delay_us=2_000, queue_bytes=queue)
     fast = PipeSpec(delay_us=0)
     cfg = config(bed, tmp_path, bottleneck=bneck, back=fast, capture=True)
-    with LinkEngine(cfg, tmp_path) as eng:
+    with LinkEngine(cfg, tmp_path, threads=threads) as eng:
         res = iperf(bed, "10.1.0.1", "10.2.0.1", seconds=3, omit=0, udp_mbit=20,
                     probe=lambda: icmp_rtts(bed, ["10.1.0.2"], "10.2.0.1", count=100,
                                             interval=0.02))
@@ -432,10 +435,10 @@ def test_loss_bernoulli_and_gilbert(netns, tmp_path: Path) -> None:
     assert abs(len(lost_g) / 1e5 - 0.02 / 0.27) <= 0.1 * 0.02 / 0.27
 
 
-@pytest.mark.parametrize("threads", [None, 1])
+@pytest.mark.parametrize("threads", [None, 2])
 def test_per_host_links_in_one_namespace(netns, tmp_path: Path, threads: int | None) -> None:
-    """Also the single-threaded engine (every other test runs the default: one
-    thread per direction, as the config has two ports)."""
+    """Also with one thread per direction, forced (the engine picks it by itself
+    only for untimed pipes, as in the loss and lifecycle tests)."""
     bed = Bed(netns, n_a=2, n_b=1)
     hosts = (host("10.1.0.1", 5_000, 10e6), host("10.1.0.2", 20_000, 40e6))
     with LinkEngine(config(bed, tmp_path, hosts), tmp_path, threads=threads):

@@ -23,10 +23,11 @@ from scapy.utils import wrpcap
 
 from swell.extract.cli import extract_model
 from swell.extract.connections import ConnectionBuilder, ConnTable
-from swell.extract.conntrack import NativeTracker
+from swell.extract.conntrack import NativeTracker, _columns
 from swell.extract.reader import COLUMNS, PacketChunk, open_trace
 
 REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "data" / "pcap" / "example.pcap"
 # the crafted traces of the extraction tests (loaded by path: tests are no package)
 _spec = importlib.util.spec_from_file_location(
     "_swell_crafted", Path(__file__).with_name("test_extract_crafted.py")
@@ -200,14 +201,21 @@ def test_models_identical(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_native_errors_surface() -> None:
-    class Broken:  # a chunk without columns: the worker fails, the caller sees it
+    class Broken:  # a chunk without columns: its columns are taken in the caller's thread
         def __len__(self) -> int:
             return 3
 
     b = ConnectionBuilder(engine="native")
-    b.add(Broken())
     with pytest.raises(AttributeError):
-        b.finish()
+        b.add(Broken())
+    # an error of the worker thread surfaces at the next call
     t = NativeTracker(1, 1)
+    with open_trace(EXAMPLE) as tr:
+        chunk = next(tr.chunks(100))
+    cols, cc = _columns(chunk)
+    t._lib.swell_ct_prepare(t._preps[0], cc, len(chunk))
+    t._pending = t._pool.submit(t._add_prepared, cols, cc, t._preps[0], len(chunk) - 1)
+    with pytest.raises(RuntimeError, match="not this chunk"):
+        t.sizes()
     with pytest.raises(ValueError):
         t.pairs(np.zeros(5, dtype=np.int64), 0)  # no connections, five directions

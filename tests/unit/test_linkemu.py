@@ -116,3 +116,13 @@ def test_engine_start_failure_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentProblem, match="engine failed to start: swell-link: "):
         eng.start(timeout=10)
     assert eng.proc is None
+
+
+def test_threads_option_reaches_the_engine(tmp_path: Path) -> None:
+    cfg = sample_config(tmp_path)
+    assert "--threads" not in LinkEngine(cfg, tmp_path).argv()
+    argv = LinkEngine(cfg, tmp_path, threads=2).argv()
+    assert argv[argv.index("--threads") + 1] == "2"
+    assert argv[-1].endswith("-link.json")
+    with pytest.raises(SwellError, match="threads"):
+        LinkEngine(cfg, tmp_path, threads=3)

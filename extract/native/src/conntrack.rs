@@ -29,7 +29,7 @@ mod pairs;
 #[path = "conntrack_tests.rs"]
 mod tests;
 
-pub use pairs::Pairs;
+pub use pairs::{PairCols, Pairs};
 
 pub const TCP: u8 = 6;
 pub const UDP: u8 = 17;
@@ -231,6 +231,38 @@ struct Pkt {
     cid: i64,
 }
 
+/// A chunk's packets selected for tracking (TCP/UDP with a transport header, no
+/// fragments), with the skipped counts. Needs no tracker state, so the reader's thread
+/// can fill it while the tracker works on the previous chunk.
+#[derive(Default)]
+pub struct Prepared {
+    pkts: Vec<Pkt>,
+    skipped: [i64; 4],
+    n: usize,
+}
+
+impl Prepared {
+    pub fn fill(&mut self, ch: &Chunk) {
+        self.pkts.clear();
+        self.skipped = [0; 4];
+        self.n = ch.ts_ns.len();
+        for i in 0..self.n {
+            let p = ch.proto[i];
+            if ch.ipver[i] == 0 {
+                self.skipped[0] += 1;
+            } else if p != TCP && p != UDP {
+                self.skipped[1] += 1;
+            } else if ch.frag[i] & 4 != 0 {
+                self.skipped[3] += 1;
+            } else if ch.l4_ok[i] == 0 {
+                self.skipped[2] += 1;
+            } else {
+                self.pkts.push(packet(ch, i));
+            }
+        }
+    }
+}
+
 /// The tracker: state of every connection so far, finished runs, histogram.
 pub struct Tracker {
     udp_idle_ns: i64,
@@ -254,7 +286,7 @@ pub struct Tracker {
     pkts: Vec<Pkt>,
     locals: Vec<KeyLocal>,
     /// Pairs computed by `swell_ct_pairs`, waiting to be copied out.
-    pub pending_pairs: Option<Pairs>,
+    pub pending_pairs: Option<(Vec<i64>, i64, Vec<usize>)>,
 }
 
 fn hash_addr(hi: u64, lo: u64) -> u64 {
@@ -320,39 +352,34 @@ impl Tracker {
 
     /// Process one chunk (all columns of equal length).
     pub fn add(&mut self, ch: &Chunk) -> Result<(), String> {
+        let mut prep = Prepared {
+            pkts: std::mem::take(&mut self.pkts),
+            ..Prepared::default()
+        };
+        prep.fill(ch);
+        let r = self.add_prepared(ch, &mut prep);
+        self.pkts = prep.pkts;
+        r
+    }
+
+    /// Process one chunk whose packets `prep` selected (`Prepared::fill` on `ch`).
+    pub fn add_prepared(&mut self, ch: &Chunk, prep: &mut Prepared) -> Result<(), String> {
         let n = ch.ts_ns.len();
         if n == 0 {
             return Ok(());
         }
+        if prep.n != n {
+            return Err("prepared packets are not this chunk's".into());
+        }
         self.packets += n as i64;
         self.epoch = self.epoch.wrapping_add(1).max(1);
-        let mut pkts = std::mem::take(&mut self.pkts);
-        pkts.clear();
-        self.select(ch, &mut pkts);
-        let r = if pkts.is_empty() {
-            Ok(())
-        } else {
-            self.process(ch, &mut pkts)
-        };
-        self.pkts = pkts;
-        r
-    }
-
-    fn select(&mut self, ch: &Chunk, pkts: &mut Vec<Pkt>) {
-        for i in 0..ch.ts_ns.len() {
-            let p = ch.proto[i];
-            if ch.ipver[i] == 0 {
-                self.skipped[0] += 1;
-            } else if p != TCP && p != UDP {
-                self.skipped[1] += 1;
-            } else if ch.frag[i] & 4 != 0 {
-                self.skipped[3] += 1;
-            } else if ch.l4_ok[i] == 0 {
-                self.skipped[2] += 1;
-            } else {
-                pkts.push(packet(ch, i));
-            }
+        for (s, k) in self.skipped.iter_mut().zip(prep.skipped) {
+            *s += k;
         }
+        if prep.pkts.is_empty() {
+            return Ok(());
+        }
+        self.process(ch, &mut prep.pkts)
     }
 
     fn process(&mut self, ch: &Chunk, pkts: &mut [Pkt]) -> Result<(), String> {

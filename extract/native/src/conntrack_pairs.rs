@@ -2,29 +2,35 @@
 //! runs a connection's pairs come from (real data, or acknowledgement-inferred for a
 //! TCP connection seen in one direction only), cut into pairs with the arithmetic of
 //! `pairs_from_runs` in `extract/sessions.py`, in connection order, by two sequential
-//! passes over the runs (count, then fill) instead of a sort.
+//! passes over the runs (count, then fill straight into the caller's columns) instead
+//! of a sort.
 
 use super::{DoneRun, Tracker, TCP};
 
-/// One request/response pair (a row of `pairs_from_runs`' columns): 64 bytes, one
-/// cache line, so filling a pair touches one line instead of eight columns.
-#[derive(Clone, Copy)]
-#[repr(C)]
-pub struct Pair {
-    pub conn: i64,
-    pub req_size: i64,
-    pub rsp_size: i64,
-    pub req_t0: f64,
-    pub req_t1: f64,
-    pub rsp_t0: f64,
-    pub rsp_t1: f64,
-    pub think: f64,
+/// The pair columns of `pairs_from_runs`, borrowed (the caller's numpy arrays, or
+/// the vectors of `Pairs`), all of the same length.
+pub struct PairCols<'a> {
+    pub conn: &'a mut [i64],
+    pub req_size: &'a mut [i64],
+    pub rsp_size: &'a mut [i64],
+    pub req_t0: &'a mut [f64],
+    pub req_t1: &'a mut [f64],
+    pub rsp_t0: &'a mut [f64],
+    pub rsp_t1: &'a mut [f64],
+    pub think: &'a mut [f64],
 }
 
-/// The pairs in connection order.
+/// Request/response pairs (owned columns of `pairs_from_runs`).
 #[derive(Default)]
 pub struct Pairs {
-    pub rows: Vec<Pair>,
+    pub conn: Vec<i64>,
+    pub req_size: Vec<i64>,
+    pub rsp_size: Vec<i64>,
+    pub req_t0: Vec<f64>,
+    pub req_t1: Vec<f64>,
+    pub rsp_t0: Vec<f64>,
+    pub rsp_t1: Vec<f64>,
+    pub think: Vec<f64>,
 }
 
 impl Tracker {
@@ -72,66 +78,100 @@ impl Tracker {
     /// after it closes it, a server run first in its connection makes a pair with an
     /// empty request; times in seconds since `t0`. `cdir` is the client's direction
     /// per connection. Returns the pairs in connection order.
+    pub fn pairs(&self, cdir: &[i64], t0: i64) -> Pairs {
+        let slots = self.pair_slots(cdir);
+        let n = slots[slots.len() - 1];
+        let (i, f) = (|| vec![0i64; n], || vec![0f64; n]);
+        let mut p = Pairs {
+            conn: i(),
+            req_size: i(),
+            rsp_size: i(),
+            req_t0: f(),
+            req_t1: f(),
+            rsp_t0: f(),
+            rsp_t1: f(),
+            think: f(),
+        };
+        let out = PairCols {
+            conn: &mut p.conn,
+            req_size: &mut p.req_size,
+            rsp_size: &mut p.rsp_size,
+            req_t0: &mut p.req_t0,
+            req_t1: &mut p.req_t1,
+            rsp_t0: &mut p.rsp_t0,
+            rsp_t1: &mut p.rsp_t1,
+            think: &mut p.think,
+        };
+        self.fill_pairs(cdir, t0, slots, out);
+        p
+    }
+
+    /// Pass 1 of `pairs`: each connection's first pair slot (prefix sums of its pair
+    /// count; the last element is the number of pairs). `cdir.len()` must be the
+    /// number of connections.
     ///
     /// A connection's final runs come in stream order (`for_final_runs`), which is
     /// its order in the numpy reference's stable sort by connection. So instead of
     /// sorting the runs (a gather all over memory), two sequential passes over the
-    /// stream: one counts each connection's pairs (their prefix sums give its first
-    /// pair slot), the second fills the pairs in place with a cursor per connection.
-    pub fn pairs(&self, cdir: &[i64], t0: i64) -> Pairs {
-        let sec = |t: i64| (t.wrapping_sub(t0)) as f64 * 1e-9;
+    /// stream: this one counts each connection's pairs, `fill_pairs` writes them in
+    /// place with a cursor per connection.
+    pub fn pair_slots(&self, cdir: &[i64]) -> Vec<usize> {
         let (inferred, open) = self.final_state();
         let n = self.conns.len();
-        // pass 1: pairs per connection (a pair opens at a request or a first run)
-        let mut first_pair = vec![0usize; n + 1];
+        let mut slots = vec![0usize; n + 1];
         let mut seen = vec![false; n];
         self.for_final_runs(&inferred, &open, |r| {
             let c = r.cid() as usize;
             let is_req = r.dir() == cdir[c];
-            first_pair[c + 1] += (is_req || !seen[c]) as usize;
+            slots[c + 1] += (is_req || !seen[c]) as usize;
             seen[c] = true;
         });
         for i in 0..n {
-            first_pair[i + 1] += first_pair[i];
+            slots[i + 1] += slots[i];
         }
-        let nan = f64::NAN;
-        let empty = Pair {
-            conn: -1,
-            req_size: 0,
-            rsp_size: 0,
-            req_t0: nan,
-            req_t1: nan,
-            rsp_t0: nan,
-            rsp_t1: nan,
-            think: nan,
-        };
-        let mut rows = vec![empty; first_pair[n]];
-        // pass 2: the cursor of a connection is its next free slot
-        let mut cursor = first_pair;
-        seen.iter_mut().for_each(|x| *x = false);
+        slots
+    }
+
+    /// Pass 2 of `pairs`: fill `out` (as long as the last of `slots`) from the runs.
+    pub fn fill_pairs(&self, cdir: &[i64], t0: i64, slots: Vec<usize>, out: PairCols) {
+        let sec = |t: i64| (t.wrapping_sub(t0)) as f64 * 1e-9;
+        let (inferred, open) = self.final_state();
+        out.req_size.fill(0);
+        out.rsp_size.fill(0);
+        for col in [
+            &mut *out.req_t0,
+            &mut *out.req_t1,
+            &mut *out.rsp_t0,
+            &mut *out.rsp_t1,
+        ] {
+            col.fill(f64::NAN);
+        }
+        // the cursor of a connection: one past its current pair
+        let mut cursor = slots;
+        let mut seen = vec![false; self.conns.len()];
         self.for_final_runs(&inferred, &open, |r| {
             let c = r.cid() as usize;
-            let (bytes, t0r, t1r) = (r.bytes, r.t0, r.t1);
             let is_req = r.dir() == cdir[c];
             if is_req || !seen[c] {
-                rows[cursor[c]].conn = c as i64;
+                out.conn[cursor[c]] = c as i64;
                 cursor[c] += 1;
             }
             seen[c] = true;
-            let p = &mut rows[cursor[c] - 1];
+            let k = cursor[c] - 1;
             if is_req {
-                p.req_size += bytes;
-                (p.req_t0, p.req_t1) = (sec(t0r), sec(t1r));
+                out.req_size[k] += r.bytes;
+                (out.req_t0[k], out.req_t1[k]) = (sec(r.t0), sec(r.t1));
             } else {
-                p.rsp_size += bytes;
-                (p.rsp_t0, p.rsp_t1) = (sec(t0r), sec(t1r));
+                out.rsp_size[k] += r.bytes;
+                (out.rsp_t0[k], out.rsp_t1[k]) = (sec(r.t0), sec(r.t1));
             }
         });
-        for k in 1..rows.len() {
-            if rows[k].conn == rows[k - 1].conn {
-                rows[k].think = rows[k].req_t0 - rows[k - 1].rsp_t1;
-            }
+        for k in 0..out.conn.len() {
+            out.think[k] = if k == 0 || out.conn[k] != out.conn[k - 1] {
+                f64::NAN
+            } else {
+                out.req_t0[k] - out.rsp_t1[k - 1]
+            };
         }
-        Pairs { rows }
     }
 }

@@ -123,7 +123,12 @@ pub unsafe extern "C" fn swell_pcap_open_mem(
     } else {
         std::slice::from_raw_parts(data, len).to_vec()
     };
-    into_handle(Reader::open(Box::new(Cursor::new(bytes))), None, err, errlen)
+    into_handle(
+        Reader::open(Box::new(Cursor::new(bytes))),
+        None,
+        err,
+        errlen,
+    )
 }
 
 /// Fill up to `cap` rows; returns the row count (0 at the end), -1 on an I/O error.
@@ -298,7 +303,7 @@ pub unsafe extern "C" fn swell_pcap_offset(h: *const Handle) -> u64 {
 /// C ABI of the native connection tracker (`conntrack.rs`) for Python's ctypes
 /// (`extract/conntrack.py`): create, add chunks by pointer, export the state, free.
 pub mod ct_abi {
-    use crate::conntrack::{Chunk, Conn, Dir, Run, Tracker};
+    use crate::conntrack::{Chunk, Conn, Dir, PairCols, Prepared, Run, Tracker};
 
     use std::ffi::c_char;
     use std::slice::from_raw_parts;
@@ -401,22 +406,12 @@ pub mod ct_abi {
         }
     }
 
-    /// Add a chunk of `n` packets; 0 on success, -1 with a message in `err`.
+    /// The chunk the column pointers describe.
     ///
     /// # Safety
-    /// Every column pointer is valid for `n` elements; `err` is writable for `errlen`.
-    #[no_mangle]
-    pub unsafe extern "C" fn swell_ct_add(
-        h: *mut Tracker,
-        c: *const CtChunk,
-        n: usize,
-        err: *mut c_char,
-        errlen: usize,
-    ) -> i32 {
-        let (Some(t), Some(c)) = (h.as_mut(), c.as_ref()) else {
-            return -1;
-        };
-        let ch = Chunk {
+    /// Every column pointer is valid for `n` elements.
+    unsafe fn chunk_of<'a>(c: &CtChunk, n: usize) -> Chunk<'a> {
+        Chunk {
             ts_ns: from_raw_parts(c.ts_ns, n),
             wirelen: from_raw_parts(c.wirelen, n),
             ipver: from_raw_parts(c.ipver, n),
@@ -434,8 +429,11 @@ pub mod ct_abi {
             ip_len: from_raw_parts(c.ip_len, n),
             payload_len: from_raw_parts(c.payload_len, n),
             l4_ok: from_raw_parts(c.l4_ok, n),
-        };
-        match t.add(&ch) {
+        }
+    }
+
+    unsafe fn result(r: Result<(), String>, err: *mut c_char, errlen: usize) -> i32 {
+        match r {
             Ok(()) => 0,
             Err(msg) => {
                 if !err.is_null() && errlen > 0 {
@@ -447,6 +445,77 @@ pub mod ct_abi {
                 -1
             }
         }
+    }
+
+    /// Add a chunk of `n` packets; 0 on success, -1 with a message in `err`.
+    ///
+    /// # Safety
+    /// Every column pointer is valid for `n` elements; `err` is writable for `errlen`.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_add(
+        h: *mut Tracker,
+        c: *const CtChunk,
+        n: usize,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> i32 {
+        let (Some(t), Some(c)) = (h.as_mut(), c.as_ref()) else {
+            return -1;
+        };
+        result(t.add(&chunk_of(c, n)), err, errlen)
+    }
+
+    /// A buffer for a chunk's selected packets (`Prepared`): the caller's thread fills
+    /// it with `swell_ct_prepare` while the tracker works on the previous chunk, then
+    /// hands it to `swell_ct_add_prepared` (same chunk). Free with `swell_ct_prep_free`.
+    #[no_mangle]
+    pub extern "C" fn swell_ct_prep_new() -> *mut Prepared {
+        Box::into_raw(Box::default())
+    }
+
+    /// # Safety
+    /// `p` comes from `swell_ct_prep_new` and is not used afterwards (NULL is ignored).
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_prep_free(p: *mut Prepared) {
+        if !p.is_null() {
+            drop(Box::from_raw(p));
+        }
+    }
+
+    /// Select a chunk's packets into `p`; 0, or -1 on a null pointer.
+    ///
+    /// # Safety
+    /// `p` comes from `swell_ct_prep_new`; every column pointer is valid for `n` elements.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_prepare(
+        p: *mut Prepared,
+        c: *const CtChunk,
+        n: usize,
+    ) -> i32 {
+        let (Some(p), Some(c)) = (p.as_mut(), c.as_ref()) else {
+            return -1;
+        };
+        p.fill(&chunk_of(c, n));
+        0
+    }
+
+    /// `swell_ct_add` for a chunk already selected into `p` by `swell_ct_prepare`.
+    ///
+    /// # Safety
+    /// As `swell_ct_add`; `p` was filled from this same chunk.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_add_prepared(
+        h: *mut Tracker,
+        c: *const CtChunk,
+        n: usize,
+        p: *mut Prepared,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> i32 {
+        let (Some(t), Some(c), Some(p)) = (h.as_mut(), c.as_ref(), p.as_mut()) else {
+            return -1;
+        };
+        result(t.add_prepared(&chunk_of(c, n), p), err, errlen)
     }
 
     /// Sizes and totals: connections, finished runs, finished ack-inferred runs, hosts,
@@ -524,10 +593,9 @@ pub mod ct_abi {
         0
     }
 
-    /// Compute the request/response pairs (see `Tracker::pairs`; `cdir`: the client's
-    /// direction for each of the `n` connections) and keep them for
-    /// `swell_ct_pairs_copy`; returns the number of pairs, -1 on bad arguments. The
-    /// last step: the connection state and runs are released (export them first).
+    /// Count the request/response pairs (see `Tracker::pairs`; `cdir`: the client's
+    /// direction for each of the `n` connections) for `swell_ct_pairs_copy`; returns
+    /// the number of pairs, -1 on bad arguments.
     ///
     /// # Safety
     /// `h` comes from `swell_ct_new`; `cdir` is readable for `n` elements.
@@ -546,16 +614,16 @@ pub mod ct_abi {
         if cdir.iter().any(|&d| d != 0 && d != 1) {
             return -1;
         }
-        let p = t.pairs(cdir, t0);
-        t.release();
-        let len = p.rows.len() as i64;
-        t.pending_pairs = Some(p);
+        let slots = t.pair_slots(cdir);
+        let len = slots[n] as i64;
+        t.pending_pairs = Some((cdir.to_vec(), t0, slots));
         len
     }
 
-    /// Copy the pairs of the last `swell_ct_pairs` into eight columns (conn, req_size,
-    /// rsp_size as int64; req_t0, req_t1, rsp_t0, rsp_t1, think_before as float64) and
-    /// release them.
+    /// Write the pairs counted by the last `swell_ct_pairs` straight into eight columns
+    /// (conn, req_size, rsp_size as int64; req_t0, req_t1, rsp_t0, rsp_t1,
+    /// think_before as float64). The last step: the connection state and runs are
+    /// released (export them first).
     ///
     /// # Safety
     /// Each of the eight pointers is writable for the number of pairs.
@@ -566,19 +634,33 @@ pub mod ct_abi {
             return -1;
         };
         let o = from_raw_parts(out, 8);
-        if o.iter().any(|q| q.is_null()) && !p.rows.is_empty() {
+        let (cdir, t0, slots) = p;
+        let n = slots[slots.len() - 1];
+        if n > 0 && o.iter().any(|q| q.is_null()) {
             return -1;
         }
-        for (k, r) in p.rows.iter().enumerate() {
-            *(o[0] as *mut i64).add(k) = r.conn;
-            *(o[1] as *mut i64).add(k) = r.req_size;
-            *(o[2] as *mut i64).add(k) = r.rsp_size;
-            *(o[3] as *mut f64).add(k) = r.req_t0;
-            *(o[4] as *mut f64).add(k) = r.req_t1;
-            *(o[5] as *mut f64).add(k) = r.rsp_t0;
-            *(o[6] as *mut f64).add(k) = r.rsp_t1;
-            *(o[7] as *mut f64).add(k) = r.think;
+        let (i, f) = (
+            |k: usize| std::slice::from_raw_parts_mut(o[k] as *mut i64, n),
+            |k: usize| std::slice::from_raw_parts_mut(o[k] as *mut f64, n),
+        );
+        let cols = if n == 0 {
+            None
+        } else {
+            Some(PairCols {
+                conn: i(0),
+                req_size: i(1),
+                rsp_size: i(2),
+                req_t0: f(3),
+                req_t1: f(4),
+                rsp_t0: f(5),
+                rsp_t1: f(6),
+                think: f(7),
+            })
+        };
+        if let Some(cols) = cols {
+            t.fill_pairs(&cdir, t0, slots, cols);
         }
+        t.release();
         0
     }
 

@@ -3,8 +3,9 @@
 //! Usage: `swell-link --name RUN [--spin-us N] [--rt-priority P] [--die-with-parent]
 //! [--threads 1|2] CONFIG.json`
 //!
-//! `--threads` (default: 2 when the config qualifies, see shard.rs): one
-//! forwarding thread per port (direction) or a single one.
+//! `--threads`: one forwarding thread per port (direction, needs exactly two
+//! ports) or a single one; by default 2 for two ports whose pipes have no
+//! delay and no rate, else 1 (see shard.rs).
 //! `--spin-us` (default 30): how long before a departure the loop stops
 //! sleeping and spins. `--rt-priority` (1-99): run under SCHED_FIFO so a busy
 //! host does not delay departures by whole scheduler slices (a failure to get
@@ -83,7 +84,8 @@ fn parse_args() -> Result<Args, String> {
             }
             "--die-with-parent" => die = true,
             "--threads" => {
-                let t = it.next().and_then(|v| v.parse::<usize>().ok()).filter(|t| (1..=2).contains(t));
+                let t = it.next().and_then(|v| v.parse::<usize>().ok());
+                let t = t.filter(|t| (1..=2).contains(t));
                 threads = Some(t.ok_or("--threads needs 1 or 2")?)
             }
             _ if a.starts_with('-') => return Err(format!("unknown option {a}")),
@@ -115,7 +117,7 @@ fn run() -> Result<(), String> {
             false
         }
         Some(t) => t == 2,
-        None => shard::shardable(&cfg),
+        None => shard::auto_threads(&cfg),
     };
     if sharded {
         let shards = shard::Shards::new(&cfg, args.spin_us)?;
