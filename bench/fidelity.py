@@ -2,7 +2,7 @@
 
 For each real capture (issue 5, "How it must be checked", DESIGN 5):
 
-1. extract the Swing model (``swell.extract.cli.extract_model``), saved under the output;
+1. extract the Swing model (``swell.extract.cli.extract_model``), saved under ``--work``;
 2. bring up a dumbbell (``Topology``, native engine) whose background hosts get
    the model's per-host network parameters (``model:`` draw in the topology
    spec: delay, capacity and loss of one observed host per emulated host, as
@@ -24,7 +24,11 @@ For each real capture (issue 5, "How it must be checked", DESIGN 5):
    and the overlay plots (PNG + SVG) under ``--out/<capture>/``.
 
 The generated window is ``[client start, client start + run length)``; sessions
-still open at its end are cut by a hard stop two seconds later.
+still open at its end are cut by a hard stop two seconds later. The table also
+gives the payload the schedule offered and the generator carried, and the
+spread of the offered load over 200 seeds (schedules only): with one or two
+sessions per application in a trace, the Poisson session count of a run decides
+its mean throughput far more than the generator does (``docs/fidelity.md``).
 
 Captures: the bundled ``data/pcap/example.pcap`` (15.6 s) and
 ``../shared/data/pcap/ndpi/alexa-app.pcapng`` (176 s, an Android phone using
@@ -118,6 +122,9 @@ def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
     return model_dir, load_model(model_dir)
 
 
+CALIBRATE = False
+
+
 def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
     """The model's applications the generator can run, and those it cannot (no exchanges).
 
@@ -134,14 +141,25 @@ def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
 
 
 def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float) -> Any:
-    """The Swing generator placed on the topology as ``swell.experiments.backgrounds`` does."""
-    from swell.experiments.backgrounds import place_of
-    from swell.generators.schedule import build_schedule, write_schedule
+    """The Swing generator placed on the topology as ``swell.experiments.backgrounds`` does.
+
+    With ``CALIBRATE`` (``--calibrate``; off by default) the schedule is drawn as
+    ``swell run`` draws it for a target rate: rejection sampling on seeds derived from
+    ``SEED`` until the offered load is within 5% of the model's mean rate
+    (``calibrated_schedule``, up to 200 candidates). Sizes, think times and arrivals
+    stay the model's; only the run's luck in the number of heavy sessions is
+    conditioned away.
+    """
+    from swell.experiments.backgrounds import calibrated_schedule, place_of
+    from swell.extract.model import load_model
+    from swell.generators.schedule import write_schedule
     from swell.generators.swing import PlaceHosts, SwingConfig, SwingGenerator
 
     apps, scale, _ = usable_apps(model_dir)
-    sched = build_schedule(apps, [h.ip for h in topo.clients], [h.ip for h in topo.servers],
-                           run_s, SEED, scale=scale)
+    target = load_model(model_dir).mean_rate_bps() / 1e6 if CALIBRATE else None
+    sched = calibrated_schedule(apps, [h.ip for h in topo.clients],
+                                [h.ip for h in topo.servers], run_s, SEED, scale, target,
+                                tolerance=0.05, tries=200)
     path = write_schedule(out / "schedule.jsonl", sched)
 
     def groups(hosts: list[Any]) -> list[PlaceHosts]:
@@ -328,7 +346,13 @@ def main() -> int:
     ap.add_argument("--only", action="append", help="capture name(s) to run")
     ap.add_argument("--spread-only", action="store_true",
                     help="only the schedules' offered-load spread over seeds (no network)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="draw the schedule as `swell run` does for a target rate: offered "
+                    "load within 5%% of the model's mean (docs/fidelity.md: it does not help "
+                    "short runs)")
     args = ap.parse_args()
+    global CALIBRATE
+    CALIBRATE = args.calibrate
     for cap in CAPTURES:
         if args.only and cap.name not in args.only:
             continue

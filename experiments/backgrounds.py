@@ -203,7 +203,7 @@ def offered_mbps(sched: Any, start_s: float = 0.0, end_s: float | None = None) -
 
 def calibrated_schedule(apps: list[Any], clients: list[str], servers: list[str],
                         duration_s: float, seed: int, scale: float, target_mbps: float | None,
-                        tolerance: float = 0.15, tries: int = 20, window_start_s: float = 0.0
+                        tolerance: float = 0.10, tries: int = 50, window_start_s: float = 0.0
                         ) -> Any:
     """A schedule whose offered load is close to the target (rejection sampling on the seed).
 

@@ -218,8 +218,36 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+PATH_FIELDS = ("trace", "model")
+
+
+def _absolutize(data: dict[str, Any], base: Path) -> None:
+    """Make the file paths a file names relative to that file's own folder, in place.
+
+    Done per file before merging, so a path in a file reached through ``extends:`` stays
+    relative to the file that wrote it.
+    """
+    def fix(bg: Any) -> None:
+        if isinstance(bg, dict):
+            for key in PATH_FIELDS:
+                if isinstance(bg.get(key), str) and not os.path.isabs(bg[key]):
+                    bg[key] = str((base / bg[key]).resolve())
+
+    fix(data.get("background"))
+    sweep = data.get("sweep")
+    if isinstance(sweep, dict) and isinstance(sweep.get("background"), list):
+        for bg in sweep["background"]:
+            fix(bg)
+    if isinstance(data.get("topology"), str) and not os.path.isabs(data["topology"]):
+        data["topology"] = str((base / data["topology"]).resolve())
+    for block in ("full",):
+        if isinstance(data.get(block), dict):
+            _absolutize(data[block], base)
+
+
 def _resolve_extends(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any], dict]:
     data, lines = _read_yaml(path)
+    _absolutize(data, path.parent)
     parent = data.pop("extends", None)
     if parent is None:
         return data, lines
@@ -262,8 +290,6 @@ def load_experiment(path: str | os.PathLike[str], full: bool = False) -> Experim
         exp = Experiment.model_validate(data)
     except ValidationError as exc:
         raise _format_error(path, lines, exc) from None
-    if isinstance(exp.topology, str) and not os.path.isabs(exp.topology):
-        exp = exp.model_copy(update={"topology": str(path.parent / exp.topology)})
     return exp
 
 

@@ -7,7 +7,7 @@
    20 Mbit/s bottleneck, access links drawn from the model with the topology's
    seed) complete the same connections with the same bytes each way, and
    their server -> client throughput at the bottleneck, binned from the
-   capture, correlates strongly. Measured here (3 pairs of 16 s runs, ~4.3
+   capture, correlates strongly. Measured here (4 pairs of 16 s runs, ~4.3
    Mbit/s): Pearson r 0.996-1.000 at 1 s and 0.90-0.99 at 100 ms. Asserted:
    r >= 0.9 at 1 s, r >= 0.7 at 100 ms (at 100 ms, TCP's own timing, which the
    seed does not fix, moves bytes between neighbouring bins). About 40 s.

@@ -25,8 +25,8 @@ CBR keeps its rate (only the few packets that find the queue full are lost).
 Throughput is measured from the bottleneck capture with the foreground hosts'
 packets excluded, per background by address, as means over windows that
 skip the transitions (before [8, 20) s, during [22, 40) s, after [44, 56) s).
-Measured here (3 runs, 1 s series printed with ``-s``): Swing ~5.0 Mbit/s
-alone, during/before 0.63-0.67 (it drops to ~2 Mbit/s, then climbs as the
+Measured here (4 runs, 1 s series printed with ``-s``): Swing ~5.0 Mbit/s
+alone, during/before 0.63-0.68 (it drops to ~2 Mbit/s, then climbs as the
 slowed sessions pile up), after/before 1.43-1.48 (the backlog drains);
 CBR during/before 0.99-1.00. Asserted: Swing during < 0.75 x before, after
 > 0.85 x before and > 1.3 x during; CBR within 10% of its rate and during,

@@ -93,3 +93,16 @@ def test_sweep_unknown_field(tmp_path):
     p = write(tmp_path, "s.yaml", "name: s\nsweep:\n  durration_s: [1]\n")
     with pytest.raises(SwellError, match="no such field"):
         load_experiment(p)
+
+
+def test_paths_stay_relative_to_the_file_that_names_them(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    write(tmp_path / "a", "base.yaml", "name: base\nbackground: {kind: upb, trace: t.pcap}\n"
+          "sweep:\n  background:\n    - {kind: swing, model: m}\n")
+    child = write(tmp_path / "b", "c.yaml", "extends: ../a/base.yaml\nname: c\n")
+    exp = load_experiment(child)
+    assert exp.background.trace == str(tmp_path / "a" / "t.pcap")
+    assert exp.sweep["background"][0]["model"] == str(tmp_path / "a" / "m")
+    own = write(tmp_path / "b", "d.yaml", "name: d\nbackground: {kind: tpb, trace: x.pcap}\n")
+    assert load_experiment(own).background.trace == str(tmp_path / "b" / "x.pcap")
