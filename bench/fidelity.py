@@ -150,10 +150,11 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float) -> Any
     stay the model's; only the run's luck in the number of heavy sessions is
     conditioned away.
     """
-    from swell.experiments.backgrounds import calibrated_schedule, place_of
+    from swell.experiments.backgrounds import calibrated_schedule
     from swell.extract.model import load_model
+    from swell.generators.base import host_place
     from swell.generators.schedule import write_schedule
-    from swell.generators.swing import PlaceHosts, SwingConfig, SwingGenerator
+    from swell.generators.swing import SwingConfig, SwingGenerator, host_groups
 
     apps, scale, _ = usable_apps(model_dir)
     target = load_model(model_dir).mean_rate_bps() / 1e6 if CALIBRATE else None
@@ -162,16 +163,11 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float) -> Any
                                 tolerance=0.05, tries=200)
     path = write_schedule(out / "schedule.jsonl", sched)
 
-    def groups(hosts: list[Any]) -> list[PlaceHosts]:
-        by_node: dict[str, list[Any]] = {}
-        for h in hosts:
-            by_node.setdefault(h.node, []).append(h)
-        return [PlaceHosts(place_of(topo, hs[0]), [h.ip for h in hs]) for hs in by_node.values()]
-
     return SwingGenerator(SwingConfig(
         schedule=path, out_dir=out / "background",
-        server=place_of(topo, topo.servers[0]), client=place_of(topo, topo.clients[0]),
-        server_groups=groups(topo.servers), client_groups=groups(topo.clients),
+        server=host_place(topo, topo.servers[0]), client=host_place(topo, topo.clients[0]),
+        server_groups=host_groups(topo, topo.servers),
+        client_groups=host_groups(topo, topo.clients),
         duration_s=run_s + 2.0))
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from swell.errors import SwellError
 from swell.experiments.schema import BackgroundSpec, VariantSpec
-from swell.generators.base import Generator, Place, Via
+from swell.generators.base import Generator, host_place
 
 DEFAULT_SWING_CLIENTS = 50
 DEFAULT_SWING_SERVERS = 10
@@ -145,13 +145,6 @@ def check_rate(bg: BackgroundSpec, topology: dict[str, Any], model: Path | None)
                          f"bottleneck's {float(rev):g} Mbit/s: it would only measure the queue")
 
 
-def place_of(topo: Any, host: Any) -> Place:
-    """A generator ``Place`` that runs processes in an emulated host's namespace."""
-    from swell.topologies.layout import in_ns
-
-    return Via(in_ns(topo.layout.pid(host.node), []), label=host.node)
-
-
 def make_background(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path,
                     duration_s: float, seed: int, base_dir: Path = Path("."),
                     warmup_s: float = 0.0) -> Generator | None:
@@ -241,7 +234,7 @@ def calibrated_schedule(apps: list[Any], clients: list[str], servers: list[str],
 def _swing(topo: Any, model: Path | None, out: Path, duration_s: float, seed: int,
            target_mbps: float | None = None, warmup_s: float = 0.0) -> Generator:
     from swell.generators.schedule import load_app_samples, write_schedule
-    from swell.generators.swing import SwingConfig, SwingGenerator
+    from swell.generators.swing import SwingConfig, SwingGenerator, host_groups
 
     if model is None:
         raise SwellError("background", "swing needs a model")
@@ -255,19 +248,12 @@ def _swing(topo: Any, model: Path | None, out: Path, duration_s: float, seed: in
     # and a socket can only bind an address of its own namespace.
     return SwingGenerator(SwingConfig(
         schedule=path, out_dir=out,
-        server=place_of(topo, topo.servers[0]), client=place_of(topo, topo.clients[0]),
-        server_groups=_groups(topo, topo.servers), client_groups=_groups(topo, topo.clients),
+        server=host_place(topo, topo.servers[0]), client=host_place(topo, topo.clients[0]),
+        server_groups=host_groups(topo, topo.servers),
+        client_groups=host_groups(topo, topo.clients),
         duration_s=duration_s,
     ))
 
-
-def _groups(topo: Any, hosts: list[Any]) -> list[Any]:
-    from swell.generators.swing import PlaceHosts
-
-    by_node: dict[str, list[Any]] = {}
-    for h in hosts:
-        by_node.setdefault(h.node, []).append(h)
-    return [PlaceHosts(place_of(topo, hs[0]), [h.ip for h in hs]) for hs in by_node.values()]
 
 
 def _cbr(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path, duration_s: float,
@@ -284,6 +270,6 @@ def _cbr(bg: BackgroundSpec, topo: Any, model: Path | None, out: Path, duration_
     return CbrGenerator(CbrConfig(
         dst=receiver.ip, src=sender.ip, rate_bps=rate, out_dir=out, proto=bg.proto,
         dist="const" if bg.kind == "cbr" else "poisson", duration_s=duration_s,
-        server=place_of(topo, receiver), client=place_of(topo, sender), seed=seed,
+        server=host_place(topo, receiver), client=host_place(topo, sender), seed=seed,
         size=1400 if bg.proto == "udp" else 1448,
     ))

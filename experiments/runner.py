@@ -39,7 +39,7 @@ from swell.experiments.collect import collect_run
 from swell.experiments.results import RESULTS_VERSION, assemble_results
 from swell.experiments.schema import Experiment, RunPlan, expand_runs, load_experiment
 from swell.fsutil import write_json
-from swell.generators.base import live_status
+from swell.generators.base import host_place, live_status
 from swell.generators.bulk import Bulk
 from swell.generators.web import ApacheServer, Httperf
 from swell.progress import Progress
@@ -142,23 +142,23 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
             if fg.kind == "httperf":
                 srv, cli = topo.fg_servers[0], topo.fg_clients[0]
                 apache = ApacheServer(rdir / "apache", srv.ip, FG_PORT)
-                apache.start(bgs.place_of(topo, srv), [fg.object_bytes], plan.seed)
-                apache.wait_ready(bgs.place_of(topo, cli))
+                apache.start(host_place(topo, srv), [fg.object_bytes], plan.seed)
+                apache.wait_ready(host_place(topo, cli))
                 tcpdump = _client_capture(topo, cli, srv.ip, fg_client_pcap)
             elif fg.kind == "bulk":
                 srv, cli = topo.fg_servers[0], topo.fg_clients[0]
                 bulk = Bulk(srv.ip, cli.ip, exp.duration_s)
-                bulk.start_server(bgs.place_of(topo, srv))
-                bulk.wait_ready(bgs.place_of(topo, cli))
+                bulk.start_server(host_place(topo, srv))
+                bulk.wait_ready(host_place(topo, cli))
             while time.monotonic() - t0 < exp.warmup_s:
                 _tick(gen, prog, time.monotonic() - t0)
             timing["foreground_start"] = time.time()
             if fg.kind == "httperf":
                 max_conns = fg.objects or 10_000_000
                 httperf = Httperf(topo.fg_servers[0].ip, FG_PORT, fg.object_bytes, max_conns)
-                httperf.start(bgs.place_of(topo, topo.fg_clients[0]))
+                httperf.start(host_place(topo, topo.fg_clients[0]))
             if bulk is not None:
-                bulk.start_client(bgs.place_of(topo, topo.fg_clients[0]))
+                bulk.start_client(host_place(topo, topo.fg_clients[0]))
             while time.monotonic() - t0 < total:
                 if httperf is not None and httperf.proc is not None and \
                         httperf.proc.poll() is not None:

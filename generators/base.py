@@ -91,6 +91,13 @@ class Via(Place):
         return [*self.prefix, *argv]
 
 
+def host_place(topo: Any, host: Any) -> Place:
+    """The Place of an emulated host of a running :class:`~swell.topologies.topology.Topology`."""
+    from swell.topologies.layout import in_ns
+
+    return Via(in_ns(topo.layout.pid(host.node), []), label=host.node)
+
+
 class Proc:
     """A started process whose stdout lines are queued and stderr tail kept."""
 

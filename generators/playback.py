@@ -50,7 +50,15 @@ import numpy as np
 
 from swell.errors import SwellError
 from swell.extract.reader import PacketChunk, read_all
-from swell.generators.base import Generator, GenResult, Local, Netns, Place, Proc, Via
+from swell.generators.base import (
+    Generator,
+    GenResult,
+    Local,
+    Netns,
+    Place,
+    Proc,
+    host_place,
+)
 from swell.generators.cbr import read_ditg_log, throughput_series
 from swell.native import native_artifact
 
@@ -363,13 +371,6 @@ def leg_summary(sched: PacketSchedule, sizes: np.ndarray, rx: dict[str, np.ndarr
         dev = (t - want) - np.median(t - want)
         out[key] = float(np.percentile(np.abs(dev), 99) * 1e3)
     return out
-
-
-def host_place(topo: Any, host: Any) -> Place:
-    """The Place of an emulated host of a running :class:`~swell.topologies.topology.Topology`."""
-    from swell.topologies.layout import in_ns
-
-    return Via(in_ns(topo.layout.pid(host.node), []), label=host.node)
 
 
 def playback_for_topology(topo: Any, trace: Path, out_dir: Path, proto: str = "udp",

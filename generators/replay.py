@@ -285,7 +285,7 @@ def replay_for_topology(topo: Any, trace: Path, out_dir: Path, **kw: Any) -> Rep
     """tcpreplay into ``topo``: client->server packets enter at the first client node's
     interface, server->client packets at the first server node's; trace addresses map
     onto the emulated hosts of those two nodes (so each packet crosses their links)."""
-    from swell.generators.playback import host_place
+    from swell.generators.base import host_place
 
     lay = topo.layout
     sides = []

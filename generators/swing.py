@@ -39,6 +39,7 @@ from swell.generators.base import (
     Place,
     Proc,
     counter_series,
+    host_place,
     parse_json_lines,
 )
 from swell.generators.schedule import Schedule, Session, read_schedule, write_schedule
@@ -51,6 +52,14 @@ class PlaceHosts:
 
     place: Place
     addresses: list[str]
+
+
+def host_groups(topo: Any, hosts: list[Any]) -> list[PlaceHosts]:
+    """Emulated hosts grouped by the namespace (topology node) they live in."""
+    by_node: dict[str, list[Any]] = {}
+    for h in hosts:
+        by_node.setdefault(h.node, []).append(h)
+    return [PlaceHosts(host_place(topo, hs[0]), [h.ip for h in hs]) for hs in by_node.values()]
 
 
 @dataclass

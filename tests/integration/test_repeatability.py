@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from swell.analysis.bottleneck import load_bottleneck, rate_series
-from swell.experiments.backgrounds import place_of
+from swell.generators.base import host_place as place_of
 from swell.generators.schedule import build_schedule, load_app_samples, write_schedule
 from swell.generators.swing import PlaceHosts, SwingConfig, SwingGenerator, load_records
 from swell.topologies.spec import spec_from_dict

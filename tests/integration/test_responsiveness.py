@@ -50,8 +50,8 @@ from swell.analysis.bottleneck import (
     window_mean,
     without_hosts,
 )
-from swell.experiments.backgrounds import place_of
 from swell.generators.base import Generator
+from swell.generators.base import host_place as place_of
 from swell.generators.cbr import CbrConfig, CbrGenerator
 from swell.generators.schedule import Conn, Rre, Schedule, Session, write_schedule
 from swell.generators.swing import PlaceHosts, SwingConfig, SwingGenerator
