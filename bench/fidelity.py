@@ -32,18 +32,33 @@ its mean throughput far more than the generator does (``docs/fidelity.md``).
 
 Captures: the bundled ``data/pcap/example.pcap`` (15.6 s) and
 ``../shared/data/pcap/ndpi/alexa-app.pcapng`` (176 s, an Android phone using
-Amazon's Alexa app, from the nDPI test suite). The latter is LGPL: it is only
-read from ``../shared`` and never copied into this repository (the bench skips
-it with a message when absent); only derived numbers and plots are written.
+Amazon's Alexa app, from the nDPI test suite), each a single user; and two
+**many-user composites** built by ``bench/composite_trace.py`` (real captures
+merged, each copy one more user with its own addresses, time-shifted inside
+the span): ``campus`` (example, opera-vpn, nintendo and 443-firefox, 24 copies
+each, 120 s) and ``web-lan`` (example, 24 copies, 60 s). The shared captures
+are LGPL: they are only read from ``../shared`` and never copied into this
+repository (a capture whose file is absent is skipped with a message); only
+derived numbers and plots are written.
 
-Run time: about 11 minutes (example: 4 x 15.6 s = 63 s of traffic; alexa-app:
-3 x 175.5 s = 526.5 s; ``--factor`` overrides both, ``--max-run`` caps a run).
+Composites are generated for several trace lengths and measured after a
+warm-up of one trace length (``Capture.warmup``): the steady state, where
+sessions started before the window stand in for those cut at its end. With
+``--calibrate`` the schedule's offered payload in the measured window is
+drawn within 5% of the model's mean (as ``swell run`` does for a target rate).
+
+Run time: about 11 minutes for example and alexa-app (4 x 15.6 s and 3 x
+175.5 s of traffic), 8 for campus (357 s) and 6 for web-lan (229 s);
+``--factor`` overrides the run length, ``--max-run`` caps it, ``--only``
+picks captures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -81,6 +96,10 @@ class Capture:
     path: Path
     note: str
     factor: float  # run length / trace length
+    warmup: float = 0.0  # trace lengths generated before the measured window
+    sources: tuple[Path, ...] = ()  # a composite: built from these (composite_trace)
+    copies: int = 0
+    span_s: float = 0.0
 
 
 CAPTURES = [
@@ -89,7 +108,19 @@ CAPTURES = [
     Capture("alexa-app", SHARED / "data/pcap/ndpi/alexa-app.pcapng",
             "nDPI test capture (LGPL, read from ../shared, not copied), 176 s, one phone",
             3.0),
+    Capture("campus", Path("/tmp/swell-fidelity/campus/campus.pcap"),
+            "composite of 4 real captures x 24 users each (bench/composite_trace.py), 120 s",
+            3.0, warmup=1.0,
+            sources=(REPO / "data/pcap/example.pcap", SHARED / "data/pcap/ndpi/opera-vpn.pcapng",
+                     SHARED / "data/pcap/ndpi/nintendo.pcap",
+                     SHARED / "data/pcap/ndpi/443-firefox.pcap"),
+            copies=24, span_s=120.0),
+    Capture("web-lan", Path("/tmp/swell-fidelity/web-lan/web-lan.pcap"),
+            "example.pcap x 24 LANs (bench/composite_trace.py), 60 s",
+            4.0, warmup=1.0, sources=(REPO / "data/pcap/example.pcap",),
+            copies=24, span_s=60.0),
 ]
+MAX_HOSTS = 256  # emulated hosts per side at most; the trace's servers fold onto them
 
 
 def topology_dict(model: Path, n_clients: int, n_servers: int) -> dict[str, Any]:
@@ -108,8 +139,8 @@ def bench_spec(model_dir: Path, model: Any) -> Any:
     """The topology spec: as many emulated hosts per side as the model has observed hosts."""
     from swell.topologies.spec import spec_from_dict
 
-    n_c = max(1, len(model.arrays["net/client/delay_s"]))
-    n_s = max(1, len(model.arrays["net/server/delay_s"]))
+    n_c = min(MAX_HOSTS, max(1, len(model.arrays["net/client/delay_s"])))
+    n_s = min(MAX_HOSTS, max(1, len(model.arrays["net/server/delay_s"])))
     return spec_from_dict(topology_dict(model_dir, n_c, n_s), "fidelity topology")
 
 
@@ -140,13 +171,15 @@ def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
     return ok, scale, [a.name for a in apps if a not in ok]
 
 
-def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float) -> Any:
+def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float,
+                     warmup_s: float = 0.0) -> Any:
     """The Swing generator placed on the topology as ``swell.experiments.backgrounds`` does.
 
     With ``CALIBRATE`` (``--calibrate``; off by default) the schedule is drawn as
     ``swell run`` draws it for a target rate: rejection sampling on seeds derived from
     ``SEED`` until the offered load is within 5% of the model's mean rate
-    (``calibrated_schedule``, up to 200 candidates). Sizes, think times and arrivals
+    (``calibrated_schedule``, up to 200 candidates), counted over the measured
+    window (connections scheduled after ``warmup_s``). Sizes, think times and arrivals
     stay the model's; only the run's luck in the number of heavy sessions is
     conditioned away.
     """
@@ -160,7 +193,7 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float) -> Any
     target = load_model(model_dir).mean_rate_bps() / 1e6 if CALIBRATE else None
     sched = calibrated_schedule(apps, [h.ip for h in topo.clients],
                                 [h.ip for h in topo.servers], run_s, SEED, scale, target,
-                                tolerance=0.05, tries=200)
+                                tolerance=0.05, tries=200, window_start_s=warmup_s)
     path = write_schedule(out / "schedule.jsonl", sched)
 
     return SwingGenerator(SwingConfig(
@@ -171,7 +204,8 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float) -> Any
         duration_s=run_s + 2.0))
 
 
-def run_swing(model_dir: Path, model: Any, out: Path, run_s: float) -> dict[str, Any]:
+def run_swing(model_dir: Path, model: Any, out: Path, run_s: float, warmup_s: float = 0.0
+              ) -> dict[str, Any]:
     """Generate ``run_s`` seconds of Swing traffic through the dumbbell; capture it."""
     from swell.generators.swing import load_records
     from swell.topologies.topology import Topology
@@ -179,7 +213,7 @@ def run_swing(model_dir: Path, model: Any, out: Path, run_s: float) -> dict[str,
     spec = bench_spec(model_dir, model)
     cap_dir = out / "capture"
     with Topology(spec, capture_dir=cap_dir) as topo:
-        gen = swing_background(topo, model_dir, out, run_s)
+        gen = swing_background(topo, model_dir, out, run_s, warmup_s)
         try:
             gen.check()
             gen.start_server()
@@ -200,18 +234,20 @@ def run_swing(model_dir: Path, model: Any, out: Path, run_s: float) -> dict[str,
 
 
 def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
-            out: Path) -> FidelityResult:
+            out: Path, warmup_s: float = 0.0) -> FidelityResult:
+    """Original (whole trace) against the generated window ``[t0 + warm-up, t0 + run)``."""
     cfg = FidelityConfig()
     orig = load_packets(cap.path)
     dirs_o = directions_by_rule(orig, cfg.direction)
     gen, dirs_g = merge_directions(load_bottleneck(run["capture_dir"]))
     t0 = int(run["t0_ns"])
-    inside = (gen.ts_ns >= t0) & (gen.ts_ns < t0 + int(run_s * 1e9))
+    w0, w1 = t0 + int(warmup_s * 1e9), t0 + int(run_s * 1e9)
+    inside = (gen.ts_ns >= t0) & (gen.ts_ns < w1)
     if inside.sum() < 0.5 * len(gen):  # the readiness probes come before t0, little else
         raise RuntimeError(f"capture clock: only {inside.sum()} of {len(gen)} packets in the "
                            "run's window; are capture timestamps wall-clock time?")
     result = fidelity(orig, gen, cfg, directions=(dirs_o, dirs_g),
-                      grids=((int(orig.ts_ns.min()), None), (t0, t0 + int(run_s * 1e9))))
+                      grids=((int(orig.ts_ns.min()), None), (w0, w1)))
     merged = out / "generated.pcap"
     subprocess.run(["mergecap", "-F", "pcap", "-w", str(merged),
                     *(str(run["capture_dir"] / f) for f in
@@ -227,7 +263,14 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
                "generated bottleneck capture re-extracted vs the model")
     recs = run["records"]
     sched = read_schedule(run["schedule"])
+    from swell.experiments.backgrounds import offered_mbps
+    from swell.extract.model import load_model
+
     result.meta.update({
+        "warmup_s": warmup_s, "window_s": run_s - warmup_s,
+        "offered_in_window_mbps": offered_mbps(sched, warmup_s),
+        "model_mean_mbps": load_model(model_dir).mean_rate_bps() / 1e6,
+        "calibrated": CALIBRATE,
         "scheduled_payload_bps": {
             "c2s": 8.0 * sum(c.req_bytes for *_, c in sched.conns()) / run_s,
             "s2c": 8.0 * sum(c.rsp_bytes for *_, c in sched.conns()) / run_s},
@@ -247,7 +290,12 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
 def summary_lines(result: FidelityResult) -> list[str]:
     m = result.meta
     lines = [f"capture {m['capture']}: {m['note']}",
-             f"  generated {m['run_s']:.0f} s, seed {m['seed']}, engine {m['engine']}, "
+             f"  generated {m['run_s']:.0f} s, measured the last {m['window_s']:.0f} s "
+             f"(warm-up {m['warmup_s']:.0f} s), seed {m['seed']}"
+             + (" (schedule calibrated)" if m["calibrated"] else "") + ", offered in the "
+             f"window {m['offered_in_window_mbps']:.3f} Mb/s of payload, model mean "
+             f"{m['model_mean_mbps']:.3f}",
+             f"  engine {m['engine']}, "
              f"{m['connections']} connections ({m['connections_ok']} complete, "
              f"{m['connections_cut']} cut at the end; errors: {m['connection_errors'] or 'none'})",
              "  payload per second, scheduled -> carried by the generator (whole run): "
@@ -301,21 +349,31 @@ def spread_line(sp: dict[str, Any]) -> str:
 
 
 def bench_one(cap: Capture, out_root: Path, work_root: Path, factor: float | None,
-              max_run: float, spread_only: bool = False) -> FidelityResult | None:
+              max_run: float, spread_only: bool = False, spread_seeds: int = 200
+              ) -> FidelityResult | None:
     out = out_root / cap.name
     out.mkdir(parents=True, exist_ok=True)
     work = work_root / cap.name
     work.mkdir(parents=True, exist_ok=True)
+    if cap.sources:
+        from composite_trace import build
+
+        info = build(cap.path, list(cap.sources), cap.copies, cap.span_s)
+        write_json(out / "composite.json", {**info, "sources": [
+            {**src, "path": os.path.relpath(p, REPO)} for src, p in zip(info["sources"],
+                                                                       cap.sources, strict=True)]})
     model_dir, model = extract(cap, work)
     run_s = round(min((factor or cap.factor) * model.duration_s, max_run), 1)
-    spread = schedule_spread(model_dir, model, run_s)
+    warmup_s = round(cap.warmup * model.duration_s, 1) if run_s > cap.warmup * model.duration_s \
+        else 0.0
+    spread = schedule_spread(model_dir, model, run_s, spread_seeds)
     write_json(out / "schedule-spread.json", spread)
     print(f"== {cap.name}: trace {model.duration_s:.1f} s, generating {run_s:.0f} s\n"
           + spread_line(spread), flush=True)
     if spread_only:
         return None
-    run = run_swing(model_dir, model, work, run_s)
-    result = compare(cap, model_dir, run, run_s, work)
+    run = run_swing(model_dir, model, work, run_s, warmup_s)
+    result = compare(cap, model_dir, run, run_s, work, warmup_s)
     table = ("\n".join(summary_lines(result)) + "\n" + spread_line(spread) + "\n\n"
              + format_table(result))
     print(table, flush=True)
@@ -342,20 +400,27 @@ def main() -> int:
     ap.add_argument("--only", action="append", help="capture name(s) to run")
     ap.add_argument("--spread-only", action="store_true",
                     help="only the schedules' offered-load spread over seeds (no network)")
+    ap.add_argument("--spread-seeds", type=int, default=200,
+                    help="seeds for the offered-load spread (schedules only)")
     ap.add_argument("--calibrate", action="store_true",
                     help="draw the schedule as `swell run` does for a target rate: offered "
                     "load within 5%% of the model's mean (docs/fidelity.md: it does not help "
                     "short runs)")
     args = ap.parse_args()
+    from swell.cli import _terminated
+
+    signal.signal(signal.SIGTERM, _terminated)  # kill PID tears the dumbbell down
     global CALIBRATE
     CALIBRATE = args.calibrate
     for cap in CAPTURES:
         if args.only and cap.name not in args.only:
             continue
-        if not cap.path.is_file():
-            print(f"== {cap.name}: skipped, {cap.path} is absent", flush=True)
+        missing = [p for p in cap.sources if not p.is_file()]
+        if missing or not (cap.sources or cap.path.is_file()):
+            print(f"== {cap.name}: skipped, {(missing or [cap.path])[0]} is absent", flush=True)
             continue
-        bench_one(cap, args.out, args.work, args.factor, args.max_run, args.spread_only)
+        bench_one(cap, args.out, args.work, args.factor, args.max_run, args.spread_only,
+                  args.spread_seeds)
     return 0
 
 

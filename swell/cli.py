@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
@@ -63,9 +65,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (``kill PID``, a batch system's stop) unwinds like Ctrl-C: every
+    topology, generator and temporary file is cleaned up on the way out. Further
+    SIGTERMs are ignored so they cannot cut the teardown short."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("SWELL_DEBUG") == "1"
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

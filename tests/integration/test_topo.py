@@ -257,7 +257,8 @@ def write_spec(tmp_path):
     return path
 
 
-def test_sigint_tears_down(tmp_path, topo_up):
+@pytest.mark.parametrize("sig", [2, 15], ids=["SIGINT", "SIGTERM"])
+def test_signal_tears_down(tmp_path, topo_up, sig):
     proc, prefix = topo_up(write_spec(tmp_path), "--capture-dir", str(tmp_path / "cap"))
     inodes = netns_inodes(prefix)
     assert len(inodes) == 7  # r el er c0 fc0 s0 fs0
@@ -266,7 +267,7 @@ def test_sigint_tears_down(tmp_path, topo_up):
     ping = subprocess.run(["ip", "netns", "exec", f"{prefix}-c0", "ping", "-c", "5", "-i",
                            "0.01", "10.77.128.2"], capture_output=True, text=True)
     assert ping.returncode == 0, ping.stdout + ping.stderr
-    proc.send_signal(2)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "capture forward" in out and " 0 dropped" in out and f"{prefix}: down" in out

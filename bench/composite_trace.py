@@ -1,0 +1,194 @@
+"""A many-user composite capture, made by merging real captures of single users.
+
+The shared captures are each one user (a phone, a browser, one LAN's web
+traffic) for seconds to minutes: one or two sessions per application. A
+Swing model fitted to one of them has too few sessions for a run's mean
+throughput to be anything but luck (``docs/fidelity.md``). Issue 5 allows
+merging or scaling captures to get enough flows; this module does both, and
+says exactly how:
+
+* **sources**: real captures with complete TCP handshakes and one Ethernet
+  link type (pcap or pcapng; pcapng is converted with ``editcap -F pcap``);
+  only their Ethernet/IPv4 TCP and UDP packets are kept (ARP, IPv6 and the
+  rest are dropped and counted);
+* **copies**: each source appears ``copies`` times; copy ``k`` of source
+  ``s`` is one more "user": its IPv4 addresses are renumbered into
+  ``10.0.0.0/8``, address ``i`` of the source (in sorted order) becoming
+  ``10.0.0.0 + (id << 12) + i`` with an ``id`` unique to ``(s, k)``, so copies
+  never share a host, a connection or a server, and each copy keeps its own
+  host structure (the renumbering is one to one);
+* **time**: copy ``k`` is rebased to start at a uniform random offset in
+  ``[0, span - d_s]`` (``d_s`` the source's duration), so every copy lies
+  whole inside ``[0, span)`` and users overlap the way independent users do;
+* packets are written in time order as one microsecond Ethernet pcap, full
+  records (no snap cut), through a temporary file renamed at the end.
+
+IP and transport checksums are not recomputed (swell's reader, like most
+capture analysis, does not check them); timestamps are shifted, never
+reordered within a copy. One seed makes the composite reproducible.
+
+``python bench/composite_trace.py OUT.pcap SRC... --copies K --span S``
+writes one; :func:`build` is what the fidelity bench calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ETH, IPV4, HDR = 14, 0x0800, 16  # Ethernet header, its IPv4 type, pcap record header
+ADDRS, NET = 4096, 10 << 24  # addresses per copy; copies are renumbered into 10.0.0.0/8
+
+
+@dataclass
+class Source:
+    """One source capture's kept records: raw bytes, record starts, lengths, times (us)."""
+
+    name: str
+    data: np.ndarray  # the kept records, back to back (record header included)
+    starts: np.ndarray
+    lens: np.ndarray
+    t_us: np.ndarray  # rebased to 0
+    dropped: int
+    src_idx: np.ndarray  # per record: index of its source address in the source's table
+    dst_idx: np.ndarray
+
+    @property
+    def duration_us(self) -> int:
+        return int(self.t_us.max()) if self.t_us.size else 0
+
+
+def _as_pcap(path: Path, tmp: Path) -> Path:
+    """``path`` as a little-endian microsecond Ethernet pcap (converted when needed)."""
+    head = path.read_bytes()[:24]
+    if head[:4] == b"\xd4\xc3\xb2\xa1" and int.from_bytes(head[20:24], "little") == 1:
+        return path
+    out = tmp / (path.stem + ".pcap")
+    r = subprocess.run(["editcap", "-F", "pcap", str(path), str(out)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"{path}: editcap cannot convert it to pcap: {r.stderr.strip()}")
+    head = out.read_bytes()[:24]
+    if head[:4] != b"\xd4\xc3\xb2\xa1" or int.from_bytes(head[20:24], "little") != 1:
+        raise SystemExit(f"{path}: not an Ethernet capture after conversion")
+    return out
+
+
+def load_source(path: Path, tmp: Path) -> Source:
+    """Read a source capture's Ethernet/IPv4 TCP and UDP records."""
+    raw = np.frombuffer(_as_pcap(path, tmp).read_bytes(), dtype=np.uint8)
+    starts, pos = [], 24
+    while pos + HDR <= len(raw):
+        starts.append(pos)
+        pos += HDR + int.from_bytes(raw[pos + 8: pos + 12].tobytes(), "little")
+    st = np.array(starts, dtype=np.int64)
+    if pos != len(raw):  # a cut last record
+        st = st[:-1]
+    hdr = raw[st[:, None] + np.arange(HDR)].view("<u4").reshape(-1, 4)
+    t_us = hdr[:, 0].astype(np.int64) * 1_000_000 + hdr[:, 1]
+    caplen = hdr[:, 2].astype(np.int64)
+    ok = caplen >= ETH + 20
+    etype = np.where(ok, raw[np.minimum(st + HDR + 12, len(raw) - 1)].astype(np.int64) << 8
+                     | raw[np.minimum(st + HDR + 13, len(raw) - 1)], 0)
+    proto = raw[np.minimum(st + HDR + ETH + 9, len(raw) - 1)]
+    keep = ok & (etype == IPV4) & ((proto == 6) | (proto == 17))
+    st, ln, t = st[keep], caplen[keep] + HDR, t_us[keep]
+    if not st.size:
+        raise SystemExit(f"{path}: no Ethernet/IPv4 TCP or UDP packets")
+    order = np.argsort(t, kind="stable")
+    st, ln, t = st[order], ln[order], t[order]
+    idx = np.repeat(st - np.r_[0, np.cumsum(ln)[:-1]], ln) + np.arange(ln.sum())
+    at = st + HDR + ETH + 12
+    addr = raw[np.r_[at, at + 4][:, None] + np.arange(4)].astype(np.int64) @ [1 << 24, 1 << 16,
+                                                                               1 << 8, 1]
+    table, inv = np.unique(addr, return_inverse=True)
+    if table.size > ADDRS:
+        raise SystemExit(f"{path}: {table.size} IPv4 addresses, at most {ADDRS} per source")
+    return Source(path.name, raw[idx], np.r_[0, np.cumsum(ln)[:-1]], ln, t - t[0],
+                  int((~keep).sum()), inv[: st.size], inv[st.size:])
+
+
+def _put_u32(buf: np.ndarray, at: np.ndarray, val: np.ndarray) -> None:
+    for i in range(4):
+        buf[at + i] = (val >> (8 * i)) & 0xFF
+
+
+def build(out: Path, sources: list[Path], copies: int, span_s: float, seed: int = 7
+          ) -> dict:
+    """Write the composite (see the module docstring); returns its description."""
+    if copies < 1 or copies * len(sources) >= (1 << 24) // ADDRS:
+        raise SystemExit(f"copies must be 1..{((1 << 24) // ADDRS - 1) // max(1, len(sources))}")
+    span_us = int(span_s * 1e6)
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory(prefix="swell-composite-") as td:
+        srcs = [load_source(Path(p), Path(td)) for p in sources]
+    for s in srcs:
+        if s.duration_us >= span_us:
+            raise SystemExit(f"{s.name}: lasts {s.duration_us / 1e6:.1f} s, longer than the "
+                             f"span {span_s} s")
+    # all sources' records back to back; a record is (global start, length)
+    data = np.concatenate([s.data for s in srcs])
+    base = np.cumsum([0] + [s.data.size for s in srcs])[:-1]
+    g_start = np.concatenate([b0 + s.starts for b0, s in zip(base, srcs, strict=True)])
+    g_len = np.concatenate([s.lens for s in srcs])
+    g_src = np.concatenate([s.src_idx for s in srcs])
+    g_dst = np.concatenate([s.dst_idx for s in srcs])
+    first = np.cumsum([0] + [s.t_us.size for s in srcs])[:-1]
+    tt, cid, rec = [], [], []  # every (source, copy): its packets' times, copy id, record
+    for si, s in enumerate(srcs):
+        offs = rng.integers(0, span_us - s.duration_us, copies)
+        for k in range(copies):
+            tt.append(offs[k] + s.t_us)
+            cid.append(np.full(s.t_us.size, 1 + si * copies + k, dtype=np.int64))
+            rec.append(first[si] + np.arange(s.t_us.size))
+    t, c, r = (np.concatenate(x) for x in (tt, cid, rec))
+    o = np.argsort(t, kind="stable")
+    t, c, r = t[o], c[o], r[o]
+    base_us = 1_600_000_000 * 1_000_000
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(b"\xd4\xc3\xb2\xa1\x02\x00\x04\x00" + bytes(8)
+                + (262144).to_bytes(4, "little") + (1).to_bytes(4, "little"))
+        for a in range(0, t.size, 200_000):  # bounded memory per block of records
+            ri, kk, tb = r[a: a + 200_000], c[a: a + 200_000], base_us + t[a: a + 200_000]
+            ln = g_len[ri]
+            ostart = np.r_[0, np.cumsum(ln)[:-1]]
+            buf = data[np.repeat(g_start[ri] - ostart, ln) + np.arange(ln.sum())]
+            _put_u32(buf, ostart, tb // 1_000_000)
+            _put_u32(buf, ostart + 4, tb % 1_000_000)
+            for off, idx in ((HDR + ETH + 12, g_src[ri]), (HDR + ETH + 16, g_dst[ri])):
+                new = NET + (kk << 12) + idx
+                for j in range(4):  # network byte order
+                    buf[ostart + off + j] = (new >> (24 - 8 * j)) & 0xFF
+            f.write(buf.tobytes())
+    tmp.rename(out)
+    return {"path": str(out), "span_s": span_s, "copies": copies, "seed": seed,
+            "packets": int(t.size),
+            "sources": [{"name": s.name, "packets": int(s.t_us.size),
+                         "duration_s": s.duration_us / 1e6, "dropped_non_ipv4": s.dropped}
+                        for s in srcs]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("sources", type=Path, nargs="+")
+    ap.add_argument("--copies", type=int, default=16)
+    ap.add_argument("--span", type=float, default=120.0, help="composite length, s")
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    print(json.dumps(build(args.out, args.sources, args.copies, args.span, args.seed),
+                     indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
