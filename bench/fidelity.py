@@ -33,7 +33,7 @@ its mean throughput far more than the generator does (``docs/fidelity.md``).
 Captures: the bundled ``data/pcap/example.pcap`` (15.6 s) and
 ``../shared/data/pcap/ndpi/alexa-app.pcapng`` (176 s, an Android phone using
 Amazon's Alexa app, from the nDPI test suite), each a single user; and two
-**many-user composites** built by ``bench/composite_trace.py`` (real captures
+**many-user composites** built by ``swell trace compose`` (real captures
 merged, each copy one more user with its own addresses, time-shifted inside
 the span): ``campus`` (example, opera-vpn, nintendo and 443-firefox, 24 copies
 each, 120 s) and ``web-lan`` (example, 24 copies, 60 s). The shared captures
@@ -97,7 +97,7 @@ class Capture:
     note: str
     factor: float  # run length / trace length
     warmup: float = 0.0  # trace lengths generated before the measured window
-    sources: tuple[Path, ...] = ()  # a composite: built from these (composite_trace)
+    sources: tuple[Path, ...] = ()  # a composite: built from these (swell trace compose)
     copies: int = 0
     span_s: float = 0.0
 
@@ -109,14 +109,14 @@ CAPTURES = [
             "nDPI test capture (LGPL, read from ../shared, not copied), 176 s, one phone",
             3.0),
     Capture("campus", Path("/tmp/swell-fidelity/campus/campus.pcap"),
-            "composite of 4 real captures x 24 users each (bench/composite_trace.py), 120 s",
+            "composite of 4 real captures x 24 users each (swell trace compose), 120 s",
             3.0, warmup=1.0,
             sources=(REPO / "data/pcap/example.pcap", SHARED / "data/pcap/ndpi/opera-vpn.pcapng",
                      SHARED / "data/pcap/ndpi/nintendo.pcap",
                      SHARED / "data/pcap/ndpi/443-firefox.pcap"),
             copies=24, span_s=120.0),
     Capture("web-lan", Path("/tmp/swell-fidelity/web-lan/web-lan.pcap"),
-            "example.pcap x 24 LANs (bench/composite_trace.py), 60 s",
+            "example.pcap x 24 LANs (swell trace compose), 60 s",
             4.0, warmup=1.0, sources=(REPO / "data/pcap/example.pcap",),
             copies=24, span_s=60.0),
 ]
@@ -356,7 +356,7 @@ def bench_one(cap: Capture, out_root: Path, work_root: Path, factor: float | Non
     work = work_root / cap.name
     work.mkdir(parents=True, exist_ok=True)
     if cap.sources:
-        from composite_trace import build
+        from swell.extract.compose import build
 
         info = build(cap.path, list(cap.sources), cap.copies, cap.span_s)
         write_json(out / "composite.json", {**info, "sources": [

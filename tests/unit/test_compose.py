@@ -1,4 +1,4 @@
-"""The many-user composite of the fidelity bench (``bench/composite_trace.py``).
+"""``swell trace compose`` (:mod:`swell.extract.compose`): many-user composites.
 
 Read back with swell's own reader: every copy is a time-shifted image of its
 source (same sizes, same inter-packet gaps, same flags), copies never share an
@@ -7,18 +7,18 @@ address, every copy lies whole inside the span, and the file is in time order.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from swell.errors import SwellError
+from swell.extract.compose import build
+from swell.extract.reader import read_all
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
-
-from composite_trace import build  # noqa: E402
-
-from swell.extract.reader import read_all  # noqa: E402
 
 SRC = REPO / "data/pcap/example.pcap"
 
@@ -59,6 +59,32 @@ def test_same_seed_same_file_and_span_checked(tmp_path: Path) -> None:
     assert (tmp_path / "a.pcap").read_bytes() == (tmp_path / "b.pcap").read_bytes()
     build(tmp_path / "c.pcap", [SRC], 2, 30.0, seed=6)
     assert (tmp_path / "a.pcap").read_bytes() != (tmp_path / "c.pcap").read_bytes()
-    with pytest.raises(SystemExit, match="longer than the span"):
+    with pytest.raises(SwellError, match="not shorter than the span"):
         build(tmp_path / "d.pcap", [SRC], 2, 10.0)
     assert not (tmp_path / "d.pcap").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    (b"not a capture at all", "editcap cannot convert"),
+])
+def test_bad_sources_are_one_line_errors(tmp_path: Path, content, message) -> None:
+    src = tmp_path / "src.pcap"
+    if content is not None:
+        src.write_bytes(content)
+    proc = subprocess.run([sys.executable, "-m", "swell", "trace", "compose",
+                           str(tmp_path / "out.pcap"), str(src)], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == ([src] if content is not None else [])
+
+
+def test_cli_writes_a_composite(tmp_path: Path) -> None:
+    out = tmp_path / "lan.pcap"
+    proc = subprocess.run([sys.executable, "-m", "swell", "trace", "compose", str(out),
+                           str(SRC), "--copies", "2", "--span", "30"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "9,262 packets over 30 s" in proc.stdout
+    assert len(read_all(out)) == 9262

@@ -27,21 +27,21 @@ IP and transport checksums are not recomputed (swell's reader, like most
 capture analysis, does not check them); timestamps are shifted, never
 reordered within a copy. One seed makes the composite reproducible.
 
-``python bench/composite_trace.py OUT.pcap SRC... --copies K --span S``
-writes one; :func:`build` is what the fidelity bench calls.
+``swell trace compose OUT.pcap SRC... --copies K --span S`` writes one
+(:func:`build`; the fidelity bench calls it too). Errors are one line
+(:class:`~swell.errors.SwellError`) naming the file; nothing is left behind.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from swell.errors import SwellError
 
 ETH, IPV4, HDR = 14, 0x0800, 16  # Ethernet header, its IPv4 type, pcap record header
 ADDRS, NET = 4096, 10 << 24  # addresses per copy; copies are renumbered into 10.0.0.0/8
@@ -74,10 +74,10 @@ def _as_pcap(path: Path, tmp: Path) -> Path:
     r = subprocess.run(["editcap", "-F", "pcap", str(path), str(out)],
                        capture_output=True, text=True)
     if r.returncode:
-        raise SystemExit(f"{path}: editcap cannot convert it to pcap: {r.stderr.strip()}")
+        raise SwellError(path, f"editcap cannot convert it to pcap: {r.stderr.strip()}")
     head = out.read_bytes()[:24]
     if head[:4] != b"\xd4\xc3\xb2\xa1" or int.from_bytes(head[20:24], "little") != 1:
-        raise SystemExit(f"{path}: not an Ethernet capture after conversion")
+        raise SwellError(path, "not an Ethernet capture (swell trace compose needs Ethernet)")
     return out
 
 
@@ -101,7 +101,8 @@ def load_source(path: Path, tmp: Path) -> Source:
     keep = ok & (etype == IPV4) & ((proto == 6) | (proto == 17))
     st, ln, t = st[keep], caplen[keep] + HDR, t_us[keep]
     if not st.size:
-        raise SystemExit(f"{path}: no Ethernet/IPv4 TCP or UDP packets")
+        raise SwellError(path, "no Ethernet/IPv4 TCP or UDP packets (IPv6 and VLAN-tagged "
+                         "packets are not composed)")
     order = np.argsort(t, kind="stable")
     st, ln, t = st[order], ln[order], t[order]
     idx = np.repeat(st - np.r_[0, np.cumsum(ln)[:-1]], ln) + np.arange(ln.sum())
@@ -110,7 +111,7 @@ def load_source(path: Path, tmp: Path) -> Source:
                                                                                1 << 8, 1]
     table, inv = np.unique(addr, return_inverse=True)
     if table.size > ADDRS:
-        raise SystemExit(f"{path}: {table.size} IPv4 addresses, at most {ADDRS} per source")
+        raise SwellError(path, f"{table.size} IPv4 addresses, at most {ADDRS} per source")
     return Source(path.name, raw[idx], np.r_[0, np.cumsum(ln)[:-1]], ln, t - t[0],
                   int((~keep).sum()), inv[: st.size], inv[st.size:])
 
@@ -124,15 +125,23 @@ def build(out: Path, sources: list[Path], copies: int, span_s: float, seed: int 
           ) -> dict:
     """Write the composite (see the module docstring); returns its description."""
     if copies < 1 or copies * len(sources) >= (1 << 24) // ADDRS:
-        raise SystemExit(f"copies must be 1..{((1 << 24) // ADDRS - 1) // max(1, len(sources))}")
+        raise SwellError("--copies", "must be 1.."
+                         f"{((1 << 24) // ADDRS - 1) // max(1, len(sources))}")
+    if not span_s > 0:
+        raise SwellError("--span", f"must be positive, not {span_s}")
+    if not sources:
+        raise SwellError("compose", "no source captures")
+    for p in sources:
+        if not Path(p).is_file():
+            raise SwellError(p, "no such file")
     span_us = int(span_s * 1e6)
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="swell-composite-") as td:
         srcs = [load_source(Path(p), Path(td)) for p in sources]
     for s in srcs:
         if s.duration_us >= span_us:
-            raise SystemExit(f"{s.name}: lasts {s.duration_us / 1e6:.1f} s, longer than the "
-                             f"span {span_s} s")
+            raise SwellError(s.name, f"lasts {s.duration_us / 1e6:.1f} s, not shorter than "
+                                     f"the span {span_s} s")
     # all sources' records back to back; a record is (global start, length)
     data = np.concatenate([s.data for s in srcs])
     base = np.cumsum([0] + [s.data.size for s in srcs])[:-1]
@@ -151,9 +160,25 @@ def build(out: Path, sources: list[Path], copies: int, span_s: float, seed: int 
     t, c, r = (np.concatenate(x) for x in (tt, cid, rec))
     o = np.argsort(t, kind="stable")
     t, c, r = t[o], c[o], r[o]
-    base_us = 1_600_000_000 * 1_000_000
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
+    try:
+        _write(tmp, t, c, r, data, g_start, g_len, g_src, g_dst)
+        tmp.rename(out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"path": str(out), "span_s": span_s, "copies": copies, "seed": seed,
+            "packets": int(t.size),
+            "sources": [{"name": s.name, "packets": int(s.t_us.size),
+                         "duration_s": s.duration_us / 1e6, "dropped_non_ipv4": s.dropped}
+                        for s in srcs]}
+
+
+def _write(tmp: Path, t: np.ndarray, c: np.ndarray, r: np.ndarray, data: np.ndarray,
+           g_start: np.ndarray, g_len: np.ndarray, g_src: np.ndarray, g_dst: np.ndarray
+           ) -> None:
+    """The records in time order: new times, copy addresses, as one pcap."""
+    base_us = 1_600_000_000 * 1_000_000
     with open(tmp, "wb") as f:
         f.write(b"\xd4\xc3\xb2\xa1\x02\x00\x04\x00" + bytes(8)
                 + (262144).to_bytes(4, "little") + (1).to_bytes(4, "little"))
@@ -169,26 +194,3 @@ def build(out: Path, sources: list[Path], copies: int, span_s: float, seed: int 
                 for j in range(4):  # network byte order
                     buf[ostart + off + j] = (new >> (24 - 8 * j)) & 0xFF
             f.write(buf.tobytes())
-    tmp.rename(out)
-    return {"path": str(out), "span_s": span_s, "copies": copies, "seed": seed,
-            "packets": int(t.size),
-            "sources": [{"name": s.name, "packets": int(s.t_us.size),
-                         "duration_s": s.duration_us / 1e6, "dropped_non_ipv4": s.dropped}
-                        for s in srcs]}
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("out", type=Path)
-    ap.add_argument("sources", type=Path, nargs="+")
-    ap.add_argument("--copies", type=int, default=16)
-    ap.add_argument("--span", type=float, default=120.0, help="composite length, s")
-    ap.add_argument("--seed", type=int, default=7)
-    args = ap.parse_args()
-    print(json.dumps(build(args.out, args.sources, args.copies, args.span, args.seed),
-                     indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
