@@ -28,6 +28,7 @@ import os
 import platform
 import secrets
 import select
+import shutil
 import socket
 import struct
 import subprocess
@@ -312,18 +313,28 @@ NOTES = [
     "- Every path carries iperf3's sender and receiver; the routed paths add a forwarder, so "
     "on 2 cores three or four busy threads share two CPUs, while bare veth has two.",
     "- A veth delivers a frame in the sender's context: the engine's CPU includes the "
-    "receiving host's whole TCP receive path (about 70% of a single engine thread's profile "
-    "is `sendmmsg` -> softirq -> `tcp_v4_rcv`); `recvmmsg` is about 20%, the pipe logic a "
-    "few percent.",
+    "receiving host's TCP receive path (about half of the data thread's profile is "
+    "`sendmmsg` -> softirq -> `tcp_v4_rcv`), and the thread that transmits towards the "
+    "sender runs the sender's ACK processing and next transmissions.",
     "- With no delay and no rate the engine runs one thread per direction (docs/linkemu.md), "
     "so the receiver's data path and the sender's ACK processing run on two cores: about "
-    "1.4x the single-thread throughput, at about 1.3-1.4 cores. Timed configurations (the "
-    "20 ms and OWD rows) keep one thread: with two real-time threads the 20 ms row used "
-    "1.25 cores and the OWD p99 ranged from 53 us to 12 ms.",
-    "- Tried without a measurable gain (run-to-run noise is +-15%): an mmap receive ring "
-    "(TPACKET_V2), batches of 256 instead of 64, pinning each thread to a CPU, polling "
-    "10-50 us before sleeping; normal scheduling instead of SCHED_FIFO halved the "
-    "threaded throughput. The engine keeps `recvmmsg`/`sendmmsg` batches of 64.",
+    "1.4x the single-thread throughput. Timed configurations (the 20 ms and OWD rows) keep "
+    "one thread: with two real-time threads the 20 ms row used 1.25 cores and the OWD p99 "
+    "ranged from 53 us to 12 ms.",
+    "- Frames are received through a TPACKET_V2 mmap ring: the kernel copies each frame into "
+    "the ring on the producing side (no skb clone, no per-frame `recvmmsg` message, no "
+    "hardened-usercopy check on the engine's thread). `recvmmsg` had been about 30% of the "
+    "data thread's time, the thread that limits the no-delay row; the ring raised that row "
+    "by about a quarter (7 interleaved pairs: 3.1-3.9 against 2.4-3.1 Gbit/s).",
+    "- Tried without a measurable gain (run-to-run noise is +-15%): batches of 256 instead "
+    "of 64, pinning each thread to a CPU, polling 10-50 us before sleeping, ring sizes of "
+    "2, 4 and 16 MB, receive stamps from the ring copy instead of the stack's entry "
+    "(no SO_TIMESTAMPNS), `ppoll` instead of epoll (whose callback runs for every frame "
+    "put in a ring, even while the engine is busy); normal scheduling instead of "
+    "SCHED_FIFO halved the threaded throughput. Not tried: a `tc` ingress drop on the "
+    "router's ports. The router's kernel drops the frames at the first check of "
+    "`ip_rcv_core` (addressed to another host): about 0.3% of all CPU in the profile, "
+    "plus freeing the skb, which a `tc` drop would do as well.",
     "- The engine runs under SCHED_FIFO 10 (LinkEngine's default) with 30 us of spin "
     "before each departure (capped at 25% of the time).",
     "- The one-way delay error counts the sender's user-space stamp to the receiver's "
@@ -357,6 +368,7 @@ def main() -> None:
         rows["naive python"] = measure_path(beds, "naive", args.seconds, work)
     finally:
         beds.close()
+        shutil.rmtree(work, ignore_errors=True)
     text = table(rows, "sudo .venv/bin/python " + " ".join(sys.argv))
     print(text)
     if args.out:

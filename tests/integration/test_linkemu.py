@@ -11,7 +11,8 @@ made in), iperf3 runs under ``ip netns exec``.
 Checked: delay invariant (RTT = 2 x access + 2 x bottleneck), rate (TCP
 goodput, UDP overload, queue bound), loss (Bernoulli, Gilbert-Elliott burst
 length), per-host links in one namespace, TCP responsiveness and fairness,
-and that the engine process goes away (stop, SIGKILL of its parent).
+oversized frames counted as truncated by the receive ring, and that the
+engine process goes away (stop, SIGKILL of its parent).
 """
 
 from __future__ import annotations
@@ -496,6 +497,34 @@ def test_thousand_hosts_keep_their_own_delay(netns, tmp_path: Path) -> None:
         med, want = pct(rtts[ip], 0.5), 2 * delays[ip] / 1000.0
         print(f"{ip}: want {want:.2f} ms median {med:.3f}")
         assert abs(med - want) < 0.2, (ip, want, med)
+
+
+def test_oversized_frames_are_counted_not_forwarded(netns, tmp_path: Path) -> None:
+    """With segmentation offload back on at a host, its TCP sends frames of up to 64 KB:
+    the receive ring keeps 2048 bytes of each, and the engine counts them as truncated
+    instead of forwarding a cut frame (the handshake's small frames still pass)."""
+    bed = Bed(netns, n_a=1, n_b=1)
+    netns.run(bed.a, "ethtool", "-K", "eth0", "tso", "on", "gso", "on")
+    with LinkEngine(config(bed, tmp_path), tmp_path) as eng:
+        with in_netns(bed.b):
+            srv = socket.create_server(("10.2.0.1", 5301))
+        with in_netns(bed.a):
+            cli = socket.create_connection(("10.2.0.1", 5301), timeout=5)
+        conn, _ = srv.accept()
+        cli.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            cli.send(b"x" * 200_000)
+        deadline = time.monotonic() + 5
+        while (eng.stats().get("ports", {}).get("left", {}).get("rx_truncated", 0) == 0
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        stats = eng.stats()
+        for s in (cli, conn, srv):
+            s.close()
+    left = stats["ports"]["left"]
+    assert left["rx_truncated"] >= 1, left
+    assert left["rx_ipv4"] >= 2, left  # SYN and ACK of the handshake went through
+    assert left["kernel_drops"] == 0, left
 
 
 def test_engine_gone_after_stop_and_parent_kill(netns, tmp_path: Path) -> None:

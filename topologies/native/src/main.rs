@@ -23,6 +23,7 @@ mod engine;
 mod pcap;
 mod pipe;
 mod port;
+mod ring;
 mod shard;
 
 use std::io::Write;

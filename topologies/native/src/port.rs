@@ -3,11 +3,11 @@
 //! thread returns to its own namespace at once; a socket keeps working in the
 //! namespace it was created in.
 //!
-//! Reception is batched with `recvmmsg` (non-blocking), transmission with
-//! `sendmmsg` from a per-port queue flushed once per loop turn. Frames the
-//! engine sent itself are filtered by `PACKET_IGNORE_OUTGOING` (and the
-//! `PACKET_OUTGOING` packet type as a fallback). `PACKET_QDISC_BYPASS` hands
-//! frames straight to the veth driver.
+//! Reception reads a TPACKET_V2 ring shared with the kernel (`ring.rs`),
+//! transmission is batched with `sendmmsg` from a per-port queue flushed once
+//! per loop turn. Frames the engine sent itself are filtered by
+//! `PACKET_IGNORE_OUTGOING` (and the `PACKET_OUTGOING` packet type as a
+//! fallback). `PACKET_QDISC_BYPASS` hands frames straight to the veth driver.
 
 use std::ffi::CString;
 use std::io;
@@ -17,13 +17,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::config::{parse_ipv4, parse_mac, PortConf};
+use crate::ring::RxRing;
 
 pub const SNAP: usize = 2048;
 pub const BATCH: usize = 64;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
-const PACKET_AUXDATA: libc::c_int = 8;
-const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
 
 #[derive(Default, Debug, Clone)]
 pub struct PortCounters {
@@ -58,11 +57,8 @@ pub struct Port {
     pub counters: PortCounters,
     /// Frames waiting for the next `flush`.
     pub txq: Vec<Vec<u8>>,
-    rx_bufs: Vec<Vec<u8>>,
-    rx_addrs: Vec<libc::sockaddr_ll>,
-    rx_ctrl: Vec<[u64; 16]>,
-    rx_iov: Box<[libc::iovec]>,
-    rx_msgs: Box<[libc::mmsghdr]>,
+    /// The receive ring (None for a transmit-only port).
+    ring: Option<RxRing>,
 }
 
 fn os_err(what: &str) -> String {
@@ -128,13 +124,16 @@ fn interface_mac(fd: RawFd, ifname: &str) -> Result<[u8; 6], String> {
     }
 }
 
-/// A socket on `conf`'s interface; with `rx` false it is bound to protocol 0
-/// and receives nothing (a transmit-only socket for another thread).
-fn open_socket(conf: &PortConf, rx: bool) -> Result<(RawFd, [u8; 6]), String> {
+/// A socket on `conf`'s interface with its receive ring; with `rx` false it
+/// is bound to protocol 0, receives nothing and has no ring (a transmit-only
+/// socket for another thread). The socket is made with protocol 0 and gets
+/// its protocol at `bind`, after the ring is set up, so no frame is queued
+/// outside the ring.
+fn open_socket(conf: &PortConf, rx: bool) -> Result<(RawFd, [u8; 6], Option<RxRing>), String> {
     let proto = if rx { (libc::ETH_P_ALL as u16).to_be() as libc::c_int } else { 0 };
     // SAFETY: plain socket call.
     let fd = unsafe {
-        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, proto)
+        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0)
     };
     if fd < 0 {
         return Err(os_err("socket(AF_PACKET)"));
@@ -147,6 +146,22 @@ fn open_socket(conf: &PortConf, rx: bool) -> Result<(RawFd, [u8; 6]), String> {
         return Err(format!("no interface {} in {}", conf.ifname, conf.netns));
     }
     let mac = interface_mac(fd, &conf.ifname)?;
+    let ring = if rx {
+        // the kernel's receive time in each slot; SO_TIMESTAMPNS also makes
+        // the kernel stamp frames as they enter the stack rather than at the copy
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
+        setsockopt_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
+        match RxRing::new(fd) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                // SAFETY: fd is the socket opened above, not used after this.
+                unsafe { libc::close(fd) };
+                return Err(format!("{} in {}: {e}", conf.ifname, conf.netns));
+            }
+        }
+    } else {
+        None
+    };
     // SAFETY: sockaddr_ll is plain data, bound with its own size.
     let bound = unsafe {
         let mut sll: libc::sockaddr_ll = zeroed();
@@ -157,36 +172,15 @@ fn open_socket(conf: &PortConf, rx: bool) -> Result<(RawFd, [u8; 6]), String> {
                    size_of::<libc::sockaddr_ll>() as libc::socklen_t)
     };
     if bound < 0 {
-        return Err(os_err(&format!("bind {}", conf.ifname)));
+        let err = os_err(&format!("bind {}", conf.ifname));
+        drop(ring);
+        // SAFETY: fd is the socket opened above, not used after this.
+        unsafe { libc::close(fd) };
+        return Err(err);
     }
     setsockopt_int(fd, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
     setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20);
-    if rx {
-        setsockopt_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
-        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
-        setsockopt_int(fd, libc::SOL_PACKET, PACKET_AUXDATA, 1);
-        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20);
-    }
-    Ok((fd, mac))
-}
-
-/// From a received message's control data: the SCM_TIMESTAMPNS time
-/// (realtime ns, 0 if absent) and whether the kernel left the L4 checksum
-/// unfinished (a frame from a local socket with checksum offload).
-unsafe fn rx_cmsgs(hdr: &libc::msghdr) -> (i128, bool) {
-    let (mut stamp, mut partial) = (0, false);
-    let mut c = libc::CMSG_FIRSTHDR(hdr);
-    while !c.is_null() {
-        if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-            let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
-            stamp = ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128;
-        } else if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
-            let status = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32);
-            partial = status & TP_STATUS_CSUMNOTREADY != 0;
-        }
-        c = libc::CMSG_NXTHDR(hdr, c);
-    }
-    (stamp, partial)
+    Ok((fd, mac, ring))
 }
 
 /// Internet checksum accumulation over `data` (big-endian 16-bit words).
@@ -267,7 +261,7 @@ impl Port {
     /// routing each one (the engine's socket still sees them). With `rx`
     /// false the port only transmits (see `open_socket`).
     pub fn open(conf: &PortConf, rx: bool, peer: Arc<AtomicU64>) -> Result<Port, String> {
-        let (fd, if_mac) = in_netns(&conf.netns, || open_socket(conf, rx))?;
+        let (fd, if_mac, ring) = in_netns(&conf.netns, || open_socket(conf, rx))?;
         let peer_mac = conf.peer_mac.as_deref().map(parse_mac).transpose()?;
         if let Some(m) = peer_mac {
             peer.store(mac_word(m), Ordering::Relaxed);
@@ -289,66 +283,38 @@ impl Port {
             gateways,
             counters: PortCounters::default(),
             txq: Vec::with_capacity(BATCH),
-            rx_bufs: (0..BATCH).map(|_| vec![0u8; SNAP]).collect(),
-            // SAFETY: sockaddr_ll is plain data.
-            rx_addrs: (0..BATCH).map(|_| unsafe { zeroed() }).collect(),
-            rx_ctrl: vec![[0u64; 16]; BATCH],
-            // SAFETY: iovec/mmsghdr are plain data; pointers are filled before each use.
-            rx_iov: (0..BATCH).map(|_| unsafe { zeroed() }).collect(),
-            rx_msgs: (0..BATCH).map(|_| unsafe { zeroed() }).collect(),
+            ring,
         })
     }
 
-    /// Receives up to one batch into buffers from `pool`, appended to `out`
-    /// with the kernel's receive time (CLOCK_REALTIME ns, 0 if missing); frames
-    /// the engine sent itself and truncated frames are left out. Returns the
-    /// number of frames the kernel handed over.
+    /// Receives up to one batch from the ring, copied into buffers from
+    /// `pool` and appended to `out` with the kernel's receive time
+    /// (CLOCK_REALTIME ns); frames the engine sent itself and truncated frames
+    /// are left out. Returns the number of frames the kernel handed over.
     pub fn recv_batch(&mut self, pool: &mut Vec<Vec<u8>>, out: &mut Vec<(Vec<u8>, i128)>) -> usize {
-        // SAFETY: the headers point into rx_bufs/rx_addrs/rx_ctrl/rx_iov, all owned by
-        // this port and alive through the call; only lengths and buffers are refreshed.
-        let n = unsafe {
-            for i in 0..BATCH {
-                self.rx_iov[i].iov_base = self.rx_bufs[i].as_mut_ptr().cast();
-                self.rx_iov[i].iov_len = SNAP;
-                let h = &mut self.rx_msgs[i].msg_hdr;
-                h.msg_iov = &mut self.rx_iov[i];
-                h.msg_iovlen = 1;
-                h.msg_name = (&mut self.rx_addrs[i] as *mut libc::sockaddr_ll).cast();
-                h.msg_namelen = size_of::<libc::sockaddr_ll>() as u32;
-                h.msg_control = self.rx_ctrl[i].as_mut_ptr().cast();
-                h.msg_controllen = size_of::<[u64; 16]>();
-                h.msg_flags = 0;
+        let Some(ring) = self.ring.as_mut() else { return 0 };
+        let mut n = 0;
+        while n < BATCH {
+            let Some(slot) = ring.peek() else { break };
+            n += 1;
+            if slot.pkttype != libc::PACKET_OUTGOING {
+                self.counters.rx_frames += 1;
+                if slot.len > SNAP || slot.data.len() < slot.len {
+                    self.counters.rx_truncated += 1;
+                } else {
+                    let mut b = pool.pop().unwrap_or_else(|| Vec::with_capacity(SNAP));
+                    b.clear();
+                    b.extend_from_slice(slot.data);
+                    if slot.csum_not_ready {
+                        self.counters.rx_csum_fixed += 1;
+                        fix_l4_checksum(&mut b);
+                    }
+                    out.push((b, slot.stamp));
+                }
             }
-            libc::recvmmsg(self.fd, self.rx_msgs.as_mut_ptr(), BATCH as u32, libc::MSG_TRUNC,
-                           std::ptr::null_mut())
-        };
-        if n <= 0 {
-            return 0;
+            ring.release();
         }
-        for i in 0..n as usize {
-            let m = &self.rx_msgs[i];
-            if self.rx_addrs[i].sll_pkttype == libc::PACKET_OUTGOING {
-                continue;
-            }
-            let len = m.msg_len as usize;
-            self.counters.rx_frames += 1;
-            if len > SNAP || m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-                self.counters.rx_truncated += 1;
-                continue;
-            }
-            let mut b = pool.pop().unwrap_or_else(|| vec![0u8; SNAP]);
-            b.resize(SNAP, 0);
-            std::mem::swap(&mut b, &mut self.rx_bufs[i]);
-            b.truncate(len);
-            // SAFETY: the msghdr's control buffer was filled by the kernel for this message.
-            let (stamp, partial) = unsafe { rx_cmsgs(&m.msg_hdr) };
-            if partial {
-                self.counters.rx_csum_fixed += 1;
-                fix_l4_checksum(&mut b);
-            }
-            out.push((b, stamp));
-        }
-        n as usize
+        n
     }
 
     /// Sends every queued frame; returns the buffers for reuse.
@@ -432,9 +398,8 @@ impl Port {
     }
 }
 
-// SAFETY: the raw pointers in rx_iov/rx_msgs point only into this port's own
-// buffers and are rewritten before every recvmmsg; a port moves to its shard's
-// thread once and is never shared.
+// SAFETY: the ring's raw pointer is into this port's own mapping; a port
+// moves to its shard's thread once and is never shared.
 unsafe impl Send for Port {}
 
 impl Drop for Port {
@@ -460,11 +425,7 @@ mod tests {
             gateways: vec![0x0a01_fffe],
             counters: PortCounters::default(),
             txq: Vec::new(),
-            rx_bufs: Vec::new(),
-            rx_addrs: Vec::new(),
-            rx_ctrl: Vec::new(),
-            rx_iov: Box::new([]),
-            rx_msgs: Box::new([]),
+            ring: None,
         }
     }
 
