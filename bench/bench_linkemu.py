@@ -30,6 +30,7 @@ import secrets
 import select
 import shutil
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -278,11 +279,30 @@ def measure_path(beds: Beds, kind: str, seconds: int, work: Path) -> dict[str, f
     return row
 
 
+def interleaved(beds: Beds, bare_ab: tuple[str, str], n: int, seconds: int, work: Path
+                ) -> list[tuple[float, float]]:
+    """``n`` pairs of no-delay runs, bare veth then swell-link, back to back.
+
+    One bare-veth row and one swell-link row minutes apart compare two moments of
+    a shared machine (bare veth alone moved between 4.2 and 7.4 Gbit/s in one
+    morning); a pair measured back to back shares its moment, and the median of
+    the pairs' ratios is the figure the 50% target is judged on.
+    """
+    a, b, rt = routed(beds, "pairs")
+    out = []
+    with native(beds, a, b, rt, 0, work):
+        for _ in range(n):
+            base = iperf(*bare_ab, "10.9.0.2", seconds)
+            out.append((base, iperf(a, b, "10.2.0.1", seconds)))
+    return out
+
+
 def _fmt(row: dict[str, float], key: str, scale: float = 1.0, digits: int = 0) -> str:
     return f"{row[key] / scale:.{digits}f}" if key in row else "n/a"
 
 
-def table(rows: dict[str, dict[str, float]], cmd: str) -> str:
+def table(rows: dict[str, dict[str, float]], cmd: str,
+          pairs: list[tuple[float, float]] | None = None) -> str:
     cpu = sh("sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()
     lines = [
         "# Link engine benchmark", "",
@@ -304,8 +324,21 @@ def table(rows: dict[str, dict[str, float]], cmd: str) -> str:
     lines += ["", "Targets: >= 1 Gbit/s TCP through 20 ms per direction using at most one core "
               f"(measured {nat['tcp20'] / 1e6:.0f} Mbit/s at {nat['cpu']:.2f} cores); one-way "
               f"delay error p99 <= 100 us at 50k pkt/s (measured {nat['owd99']:.1f} us); >= 50% "
-              f"of bare veth with no delay (measured {100 * nat['tcp0'] / base:.0f}%).", ""]
+              f"of bare veth with no delay (measured {100 * nat['tcp0'] / base:.0f}% in the "
+              "rows above" + (f"; median of {len(pairs)} interleaved pairs "
+                              f"{100 * _median_ratio(pairs):.0f}%" if pairs else "") + ").", ""]
+    if pairs:
+        lines += ["Interleaved no-delay pairs, bare veth then swell-link back to back "
+                  "(Mbit/s): " + ", ".join(f"{b0 / 1e6:.0f}/{b1 / 1e6:.0f} "
+                                            f"({100 * b1 / b0:.0f}%)" for b0, b1 in pairs)
+                  + f"; median ratio {100 * _median_ratio(pairs):.0f}%, range "
+                  f"{100 * min(b1 / b0 for b0, b1 in pairs):.0f}-"
+                  f"{100 * max(b1 / b0 for b0, b1 in pairs):.0f}%.", ""]
     return "\n".join(lines + NOTES)
+
+
+def _median_ratio(pairs: list[tuple[float, float]]) -> float:
+    return float(statistics.median(b1 / b0 for b0, b1 in pairs))
 
 
 NOTES = [
@@ -348,6 +381,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=int, default=5)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--pairs", type=int, default=5,
+                   help="interleaved bare-veth / swell-link no-delay pairs (0: none)")
     p.add_argument("--forwarder", nargs=3, help=argparse.SUPPRESS)
     p.add_argument("--sender", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -366,10 +401,11 @@ def main() -> None:
         rows["bare veth"] = {"tcp0": iperf(a, b, "10.9.0.2", args.seconds)}
         rows["swell-link"] = measure_path(beds, "native", args.seconds, work)
         rows["naive python"] = measure_path(beds, "naive", args.seconds, work)
+        pairs = interleaved(beds, (a, b), args.pairs, args.seconds, work)
     finally:
         beds.close()
         shutil.rmtree(work, ignore_errors=True)
-    text = table(rows, "sudo .venv/bin/python " + " ".join(sys.argv))
+    text = table(rows, "sudo .venv/bin/python " + " ".join(sys.argv), pairs)
     print(text)
     if args.out:
         args.out.write_text(text)
