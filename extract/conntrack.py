@@ -7,10 +7,12 @@ in the calling thread (``swell_ct_prepare``, while the worker thread still track
 the previous chunk) and hands them to the worker; the tracker runs the
 exact per-chunk semantics of the numpy :class:`~swell.extract.connections.ConnectionBuilder`
 (the reference implementation) as sequential loops. :meth:`NativeTracker.export`
-copies the tracker's state out as the numpy builder's state columns (``conn``,
-``gdir``, finished runs, host table, packet-pair histogram), so that both
-implementations share one ``finish`` step and their ``ConnTable`` can be
-compared column by column.
+copies the tracker's state out as the numpy builder's state columns (the ``conn``
+and ``gdir`` columns ``finish`` reads, host table, packet-pair histogram), so that
+both implementations share one ``finish`` step and their ``ConnTable`` can be
+compared column by column; the finished runs stay native, for
+:meth:`NativeTracker.pairs`, which frees the connection state first (the export
+kept what the pairs need of it).
 
 Packet-pair estimates whose histogram bin lies within 1e-7 of a bin edge are
 binned here with numpy's ``log10`` (libm's may differ by an ulp), so the
@@ -28,23 +30,13 @@ import numpy as np
 
 from swell.native import native_artifact
 
-RUN_KEYS = ("open", "dir", "bytes", "t0", "t1", "seq", "pkts")
-# Column order of the C ABI (conn_col / dir_col / swell_ct_run_col in conntrack.rs).
+# The state columns ``finish`` reads, in the order of the C ABI (conn_col / dir_col in
+# lib.rs); the rest of the tracker's state only matters while packets arrive.
 CONN_COLS = (
-    "proto", "ep_lo", "ep_hi", "first_ns", "last_ns", "syn_ns", "synack_ns", "ack_ns",
-    "syn_dir", "synack_dir", "first_dir", "client_isn", "rst", "h_lo", "ports",
-    *(f"run_{k}" for k in RUN_KEYS), *(f"vrun_{k}" for k in RUN_KEYS),
-)  # fmt: skip
-DIR_COLS = (
-    "pkts", "wire", "data_pkts", "retx", "new_bytes", "base", "has_base", "max_end", "fin",
-    "max_pl", "prev_ts", "prev_pl", "ack_base", "has_ack_base", "max_ack", "ack_adv",
-)  # fmt: skip
-# The state columns ``finish`` reads (the rest only matters while packets arrive).
-FINISH_CONN_COLS = (
     "proto", "ep_lo", "ep_hi", "first_ns", "last_ns", "syn_ns", "synack_ns", "ack_ns",
     "syn_dir", "synack_dir", "first_dir", "rst",
 )  # fmt: skip
-FINISH_DIR_COLS = ("pkts", "wire", "data_pkts", "retx", "new_bytes", "fin", "ack_adv")
+DIR_COLS = ("pkts", "wire", "data_pkts", "retx", "new_bytes", "fin", "ack_adv")
 PAIR_COLS = (
     "conn", "req_size", "rsp_size", "req_t0", "req_t1", "rsp_t0", "rsp_t1", "think_before",
 )  # fmt: skip
@@ -161,15 +153,14 @@ class NativeTracker:
         lib, h, keep = self._lib, self._h, []
         sz = self.sizes()
         n, nhosts, nhist, namb = int(sz[0]), int(sz[3]), int(sz[4]), int(sz[5])
-        conn = {k: np.empty(n, dtype=dtypes.get(k, np.int64)) for k in FINISH_CONN_COLS}
-        gdir = {k: np.empty(2 * n, dtype=dtypes.get(k, np.int64)) for k in FINISH_DIR_COLS}
+        conn = {k: np.empty(n, dtype=dtypes.get(k, np.int64)) for k in CONN_COLS}
+        gdir = {k: np.empty(2 * n, dtype=dtypes.get(k, np.int64)) for k in DIR_COLS}
         args = []
         for names, cols in ((CONN_COLS, conn), (DIR_COLS, gdir)):
-            # a null pointer (width 0) skips a column
-            width = np.array([cols[k].itemsize if k in cols else 0 for k in names], np.uint8)
-            if not set(width.tolist()) <= {0, 1, 8}:
+            width = np.array([cols[k].itemsize for k in names], np.uint8)
+            if not set(width.tolist()) <= {1, 8}:
                 raise ValueError("state columns must be 1- or 8-byte")
-            args += [_ptrs(cols[k] if k in cols else None for k in names), _ptr(width)]
+            args += [_ptrs(cols[k] for k in names), _ptr(width)]
             keep.append(width)
         lib.swell_ct_export(h, *args)
         hi, lo = np.empty(nhosts, dtype=np.uint64), np.empty(nhosts, dtype=np.uint64)

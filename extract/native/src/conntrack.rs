@@ -8,8 +8,16 @@
 //! direction, or whether the other direction has any packet yet). This module
 //! keeps that phase structure, each phase a plain loop in file order, so the
 //! results are identical for every chunking: per-chunk state (previous packet
-//! of a key or direction, the SYN/ACK position) carries an epoch number that
-//! invalidates it at the next chunk.
+//! of a direction, the SYN/ACK position) carries an epoch number that
+//! invalidates it at the next chunk (a key's per-chunk entry is valid while the
+//! chunk's scratch entry it points to names the key).
+//!
+//! Speed: the loops are bound by cache misses on per-connection state and on the
+//! key table, so the state is compact and laid out by cache line
+//! (`conntrack_state.rs`), the key table is an open-addressing table whose slot
+//! is known from the key (`conntrack_keys.rs`), and every loop prefetches the
+//! state of the packet `AHEAD` places on. The counters pass also resolves the
+//! connection ids of new connections and checks the key hash.
 //!
 //! Connection ids are numbered as numpy numbers them (new connections of a
 //! chunk sorted by key, then file order), host ids likewise (new addresses of
@@ -23,13 +31,21 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+#[path = "conntrack_keys.rs"]
+mod keys;
 #[path = "conntrack_pairs.rs"]
 mod pairs;
+#[path = "conntrack_state.rs"]
+mod state;
 #[cfg(test)]
 #[path = "conntrack_tests.rs"]
 mod tests;
 
-pub use pairs::{PairCols, Pairs};
+use keys::{KeyTable, NONE};
+pub use pairs::{FinalRuns, PairCols, Pairs};
+use state::{prefetch, Pkt};
+pub use state::{Cold, ColdList, Conn, Conns, Dir, DoneRun, Run, RunList};
+use state::{FIN_SEEN, HAS_ACK_BASE, HAS_BASE};
 
 pub const TCP: u8 = 6;
 pub const UDP: u8 = 17;
@@ -37,7 +53,7 @@ const FIN: u8 = 1;
 const SYN: u8 = 2;
 const RST: u8 = 4;
 const ACK: u8 = 16;
-const PAIR_MIN_PAYLOAD: i64 = 500;
+const PAIR_MIN_PAYLOAD: u32 = 500;
 const DUP_NS: i64 = 200_000;
 pub const CAP_BINS_PER_DECADE: f64 = 40.0;
 pub const CAP_LOG_MIN: f64 = 4.0;
@@ -46,6 +62,8 @@ const NEG: i64 = -(1 << 62);
 /// Bin positions this close to an integer are left to numpy (its log10 may round
 /// differently from libm's by an ulp).
 const AMBIGUOUS: f64 = 1e-7;
+/// How many packets ahead the loops prefetch the state a packet will touch.
+const AHEAD: usize = 10;
 
 /// Hasher for keys that are already hashes: one multiply-xorshift.
 #[derive(Default)]
@@ -71,120 +89,11 @@ impl Hasher for MixHasher {
 
 type Map<K, V> = HashMap<K, V, BuildHasherDefault<MixHasher>>;
 
-/// The open request/response run of a stream (real data or ack-inferred).
-#[derive(Clone, Copy, Default)]
-pub struct Run {
-    pub open: bool,
-    pub dir: i64,
-    pub bytes: i64,
-    pub t0: i64,
-    pub t1: i64,
-    pub seq: i64,
-    pub pkts: i64,
-}
-
-/// A finished run, compact (its packet count and sequence number are not kept).
-#[derive(Clone, Copy)]
-pub struct DoneRun {
-    cid_dir: u64,
-    pub bytes: i64,
-    pub t0: i64,
-    pub t1: i64,
-}
-
-impl DoneRun {
-    pub fn cid(&self) -> i64 {
-        (self.cid_dir >> 1) as i64
-    }
-    pub fn dir(&self) -> i64 {
-        (self.cid_dir & 1) as i64
-    }
-}
-
-/// Per-direction state (numpy's `gdir` row).
-#[derive(Clone, Copy)]
-pub struct Dir {
-    pub pkts: i64,
-    pub wire: i64,
-    pub data_pkts: i64,
-    pub retx: i64,
-    pub new_bytes: i64,
-    pub base: i64,
-    pub has_base: bool,
-    pub max_end: i64,
-    pub fin: bool,
-    pub max_pl: i64,
-    pub prev_ts: i64,
-    pub prev_pl: i64,
-    pub ack_base: i64,
-    pub has_ack_base: bool,
-    pub max_ack: i64,
-    pub ack_adv: i64,
-    last_epoch: u32,
-    last_pkt: u32,
-}
-
-impl Default for Dir {
-    fn default() -> Self {
-        Dir {
-            pkts: 0,
-            wire: 0,
-            data_pkts: 0,
-            retx: 0,
-            new_bytes: 0,
-            base: 0,
-            has_base: false,
-            max_end: NEG,
-            fin: false,
-            max_pl: 0,
-            prev_ts: -1,
-            prev_pl: 0,
-            ack_base: 0,
-            has_ack_base: false,
-            max_ack: 0,
-            ack_adv: 0,
-            last_epoch: 0,
-            last_pkt: 0,
-        }
-    }
-}
-
-/// Per-connection state (numpy's `conn` row plus its two directions).
-#[derive(Clone, Copy)]
-pub struct Conn {
-    pub proto: u8,
-    pub ep_lo: i64,
-    pub ep_hi: i64,
-    pub first_ns: i64,
-    pub last_ns: i64,
-    pub syn_ns: i64,
-    pub synack_ns: i64,
-    pub ack_ns: i64,
-    pub syn_dir: i64,
-    pub synack_dir: i64,
-    pub first_dir: i64,
-    pub client_isn: i64,
-    pub rst: bool,
-    pub h_lo: i64,
-    pub ports: i64,
-    pub run: Run,
-    pub vrun: Run,
-    pub dirs: [Dir; 2],
-    sa_epoch: u32,
-    sa_pos: u32,
-}
-
-/// A 5-tuple key's current connection, and where its per-chunk state is.
-#[derive(Clone, Copy)]
-struct KeyEntry {
-    cur: i64,
-    epoch: u32,
-    local: u32,
-}
-
-/// Per-chunk state of a key (numpy's per-group values in `_assign`).
+/// Per-chunk state of a key (numpy's per-group values in `_assign`); the key table's
+/// slot points here while `key` matches.
 #[derive(Clone, Copy)]
 struct KeyLocal {
+    key: u64,
     start_cur: i64,
     live: i64,
     prev_ts: i64,
@@ -211,24 +120,6 @@ pub struct Chunk<'a> {
     pub ip_len: &'a [u32],
     pub payload_len: &'a [u32],
     pub l4_ok: &'a [u8],
-}
-
-#[derive(Clone, Copy, Default)]
-struct Pkt {
-    raw: u32,
-    ts: i64,
-    d: u8,
-    proto: u8,
-    flags: u8,
-    hlo: u64,
-    ports: i64,
-    key: u64,
-    seq: i64,
-    ack: i64,
-    pl: i64,
-    iplen: i64,
-    wire: i64,
-    cid: i64,
 }
 
 /// A chunk's packets selected for tracking (TCP/UDP with a transport header, no
@@ -267,13 +158,13 @@ impl Prepared {
 pub struct Tracker {
     udp_idle_ns: i64,
     tcp_idle_ns: i64,
-    pub conns: Vec<Conn>,
-    keys: Map<u64, KeyEntry>,
+    pub conns: Conns,
+    pub cold: ColdList,
+    keys: KeyTable,
     host_of: Map<u64, i64>,
     pub host_addr: Vec<(u64, u64)>,
-    pub runs: Vec<DoneRun>,
-    pub vruns: Vec<DoneRun>,
-    run_counter: i64,
+    pub runs: RunList,
+    pub vruns: RunList,
     pub hist: Map<i64, i64>,
     /// Packet-pair estimates whose bin numpy decides: (host, bits per second).
     pub ambiguous: Vec<(i64, f64)>,
@@ -287,6 +178,8 @@ pub struct Tracker {
     locals: Vec<KeyLocal>,
     /// Pairs computed by `swell_ct_pairs`, waiting to be copied out.
     pub pending_pairs: Option<(Vec<i64>, i64, Vec<usize>)>,
+    /// What the pairs need of the connections, kept by the export.
+    final_runs: Option<FinalRuns>,
 }
 
 fn hash_addr(hi: u64, lo: u64) -> u64 {
@@ -297,32 +190,27 @@ fn wrap32(x: i64) -> i64 {
     ((x + (1 << 31)) & 0xFFFF_FFFF) - (1 << 31)
 }
 
-fn cut(r: &mut Run, cid: i64, dir: i64, ts: i64, nb: i64, sink: &mut Vec<DoneRun>, ctr: &mut i64) {
+fn cut(r: &mut Run, cid: i64, dir: u8, ts: i64, nb: i64, sink: &mut RunList) {
     if r.open && r.dir == dir {
         r.bytes += nb;
-        r.pkts += 1;
         r.t1 = ts;
         return;
     }
     if r.open {
-        let cid_dir = (cid as u64) << 1 | (r.dir & 1) as u64;
         sink.push(DoneRun {
-            cid_dir,
+            cid_dir: (cid as u64) << 1 | (r.dir & 1) as u64,
             bytes: r.bytes,
             t0: r.t0,
             t1: r.t1,
         });
     }
     *r = Run {
-        open: true,
-        dir,
         bytes: nb,
         t0: ts,
         t1: ts,
-        seq: *ctr,
-        pkts: 1,
+        open: true,
+        dir,
     };
-    *ctr += 1;
 }
 
 impl Tracker {
@@ -330,13 +218,13 @@ impl Tracker {
         Tracker {
             udp_idle_ns,
             tcp_idle_ns,
-            conns: Vec::new(),
-            keys: Map::default(),
+            conns: Conns::default(),
+            cold: ColdList::default(),
+            keys: KeyTable::default(),
             host_of: Map::default(),
             host_addr: Vec::new(),
-            runs: Vec::new(),
-            vruns: Vec::new(),
-            run_counter: 0,
+            runs: RunList::default(),
+            vruns: RunList::default(),
             hist: Map::default(),
             ambiguous: Vec::new(),
             t0_ns: None,
@@ -347,6 +235,7 @@ impl Tracker {
             pkts: Vec::new(),
             locals: Vec::new(),
             pending_pairs: None,
+            final_runs: None,
         }
     }
 
@@ -386,31 +275,35 @@ impl Tracker {
         if self.t0_ns.is_none() {
             self.t0_ns = Some(pkts[0].ts);
         }
-        self.assign(ch, pkts)?;
-        self.counters_and_syn(pkts)?;
+        let starts = self.assign(pkts);
+        let finals = self.new_conns(ch, pkts, &starts)?;
+        self.counters_and_syn(pkts, &finals)?;
         self.data(pkts);
         Ok(())
     }
 
-    /// Connection id per packet: numpy's `_assign` (splits on idle gaps and new ISNs).
-    fn assign(&mut self, ch: &Chunk, pkts: &mut [Pkt]) -> Result<(), String> {
-        let epoch = self.epoch;
+    /// Connection per packet: numpy's `_assign` (splits on idle gaps and new ISNs). A
+    /// packet that starts a connection, and the packets after it on its key, get the
+    /// pending id -1 - (its index in the returned starts: (key, packet index)).
+    fn assign(&mut self, pkts: &mut [Pkt]) -> Vec<(i64, usize)> {
         let mut starts: Vec<(i64, usize)> = Vec::new();
         let mut locals = std::mem::take(&mut self.locals);
         locals.clear();
-        for (j, p) in pkts.iter_mut().enumerate() {
-            let k = self.keys.entry(p.key).or_insert(KeyEntry {
-                cur: -1,
-                epoch: 0,
-                local: 0,
-            });
-            let gstart = k.epoch != epoch;
+        for j in 0..pkts.len() {
+            if let Some(q) = pkts.get(j + AHEAD) {
+                self.keys.prefetch(q.key);
+            }
+            let p = &mut pkts[j];
+            let (k, _) = self.keys.entry(p.key);
+            let l = k.local as usize;
+            let gstart = l >= locals.len() || locals[l].key != p.key;
             if gstart {
-                k.epoch = epoch;
                 k.local = locals.len() as u32;
+                let cur = if k.cur == NONE { -1 } else { k.cur as i64 };
                 locals.push(KeyLocal {
-                    start_cur: k.cur,
-                    live: k.cur,
+                    key: p.key,
+                    start_cur: cur,
+                    live: cur,
                     prev_ts: 0,
                     isn_now: 0,
                     isn_set: false,
@@ -433,18 +326,19 @@ impl Tracker {
                 st = p.ts.wrapping_sub(prev) > limit;
             }
             if p.flags & (SYN | ACK) == SYN {
+                let seq = p.seq as i64;
                 if !e.isn_set {
                     e.isn_now = if e.start_cur >= 0 {
-                        self.conns[e.start_cur as usize].client_isn
+                        self.conns[e.start_cur as usize].isn()
                     } else {
                         -1
                     };
                     e.isn_set = true;
                 }
-                if !st && (!gstart || e.start_cur >= 0) && e.isn_now != p.seq {
+                if !st && (!gstart || e.start_cur >= 0) && e.isn_now != seq {
                     st = true;
                 }
-                e.isn_now = p.seq;
+                e.isn_now = seq;
             }
             e.prev_ts = p.ts;
             if st {
@@ -454,33 +348,26 @@ impl Tracker {
             p.cid = e.live;
         }
         self.locals = locals;
-        if starts.is_empty() {
-            return Ok(());
-        }
-        let finals = self.new_conns(ch, pkts, &starts)?;
-        for p in pkts.iter_mut() {
-            if p.cid < 0 {
-                p.cid = finals[(-1 - p.cid) as usize];
-            }
-        }
-        for (j, &(key, _)) in starts.iter().enumerate() {
-            if let Some(e) = self.keys.get_mut(&(key as u64)) {
-                e.cur = finals[j];
-            }
-        }
-        Ok(())
+        starts
     }
 
-    /// Create the connections started in a chunk, numbered in (key, file order) order.
+    /// Create the connections started in a chunk, numbered in (key, file order) order,
+    /// and make each the current connection of its key; returns the id per start.
     fn new_conns(
         &mut self,
         ch: &Chunk,
         pkts: &[Pkt],
         starts: &[(i64, usize)],
     ) -> Result<Vec<i64>, String> {
+        if starts.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut order: Vec<usize> = (0..starts.len()).collect();
         order.sort_by_key(|&j| starts[j].0);
         let base = self.conns.len() as i64;
+        if base + starts.len() as i64 >= NONE as i64 {
+            return Err("too many connections".into());
+        }
         let mut finals = vec![0i64; starts.len()];
         for (r, &j) in order.iter().enumerate() {
             finals[j] = base + r as i64;
@@ -502,28 +389,19 @@ impl Tracker {
             } else {
                 (did[r], sid[r])
             };
-            self.conns.push(Conn {
-                proto: p.proto,
-                ep_lo: a << 16 | (p.ports >> 16),
-                ep_hi: b << 16 | (p.ports & 0xFFFF),
+            let cold = Cold {
                 first_ns: p.ts,
-                last_ns: 0,
-                syn_ns: -1,
-                synack_ns: -1,
-                ack_ns: -1,
-                syn_dir: -1,
-                synack_dir: -1,
-                first_dir: p.d as i64,
-                client_isn: -1,
-                rst: false,
-                h_lo: p.hlo as i64,
-                ports: p.ports,
-                run: Run::default(),
-                vrun: Run::default(),
-                dirs: [Dir::default(), Dir::default()],
-                sa_epoch: 0,
-                sa_pos: 0,
-            });
+                host: [a as u32, b as u32],
+                first_dir: p.d,
+            };
+            self.conns.push(Conn::new(p.proto, p.hlo, p.ports));
+            self.cold.push(cold);
+        }
+        // file order: a key's last start is its current connection
+        for (j, &(key, _)) in starts.iter().enumerate() {
+            if let Some(e) = self.keys.get_mut(key as u64) {
+                e.cur = finals[j] as u32;
+            }
         }
         Ok(finals)
     }
@@ -549,6 +427,9 @@ impl Tracker {
                 }
                 None => {
                     let id = self.host_addr.len() as i64;
+                    if id >= u32::MAX as i64 {
+                        return Err("too many hosts".into());
+                    }
                     self.host_of.insert(h, id);
                     self.host_addr.push(addrs[first]);
                     id
@@ -562,25 +443,38 @@ impl Tracker {
         Ok(ids)
     }
 
-    /// Hash-collision check, counters, first SYN and SYN/ACK (before anything else, as
-    /// numpy: the chunk's state is left half-updated after an error).
-    fn counters_and_syn(&mut self, pkts: &[Pkt]) -> Result<(), String> {
+    /// Final connection ids (`finals`: per start of the chunk), the key hash-collision
+    /// check, counters, first SYN and SYN/ACK. (After a collision error the chunk's
+    /// state is left half-updated, as numpy leaves it; the error ends the extraction.)
+    fn counters_and_syn(&mut self, pkts: &mut [Pkt], finals: &[i64]) -> Result<(), String> {
         let epoch = self.epoch;
-        for p in pkts.iter() {
-            let c = &self.conns[p.cid as usize];
-            if c.h_lo != p.hlo as i64 || c.ports != p.ports {
+        let fin = |cid: i64| {
+            if cid < 0 {
+                finals[(-1 - cid) as usize]
+            } else {
+                cid
+            }
+        };
+        for p in pkts.iter_mut().take(AHEAD) {
+            p.cid = fin(p.cid);
+        }
+        for j in 0..pkts.len() {
+            if let Some(q) = pkts.get_mut(j + AHEAD) {
+                q.cid = fin(q.cid);
+                q.prefetch(&self.conns, false);
+            }
+            let p = &pkts[j];
+            let c = &mut self.conns[p.cid as usize];
+            if c.h_lo != p.hlo || c.ports != p.ports {
                 return Err("connection key hash collision".into());
             }
-        }
-        for (j, p) in pkts.iter().enumerate() {
-            let c = &mut self.conns[p.cid as usize];
             let dr = &mut c.dirs[p.d as usize];
             dr.pkts += 1;
-            dr.wire += p.wire;
+            dr.wire += p.wire as i64;
             if p.flags & FIN != 0 {
-                dr.fin = true;
+                dr.flags |= FIN_SEEN;
             }
-            if p.pl > 0 && p.pl > dr.max_pl {
+            if p.pl > dr.max_pl {
                 dr.max_pl = p.pl;
             }
             c.last_ns = c.last_ns.max(p.ts);
@@ -593,11 +487,11 @@ impl Tracker {
             let sa = p.flags & (SYN | ACK);
             if sa == SYN && c.syn_ns < 0 {
                 c.syn_ns = p.ts;
-                c.syn_dir = p.d as i64;
+                c.syn_dir = p.d as i8;
                 c.client_isn = p.seq;
             } else if sa == SYN | ACK && c.synack_ns < 0 {
                 c.synack_ns = p.ts;
-                c.synack_dir = p.d as i64;
+                c.synack_dir = p.d as i8;
                 c.sa_epoch = epoch;
                 c.sa_pos = j as u32;
             }
@@ -609,13 +503,15 @@ impl Tracker {
     fn data(&mut self, pkts: &[Pkt]) {
         let epoch = self.epoch;
         for (j, p) in pkts.iter().enumerate() {
+            if let Some(q) = pkts.get(j + AHEAD) {
+                q.prefetch(&self.conns, true);
+            }
             let tcp = p.proto == TCP;
             let c = &mut self.conns[p.cid as usize];
             if tcp && p.flags & (SYN | ACK) == ACK && c.ack_ns < 0 {
                 handshake_ack(c, p, j, epoch);
             }
             let other_pkts = c.dirs[1 - p.d as usize].pkts;
-            let (ep_lo, ep_hi) = (c.ep_lo, c.ep_hi);
             let dr = &mut c.dirs[p.d as usize];
             let dup = dr.last_epoch == epoch && {
                 let q = &pkts[dr.last_pkt as usize];
@@ -630,22 +526,23 @@ impl Tracker {
             if dup {
                 self.duplicates += 1;
             }
-            if !dr.has_base {
-                dr.base = p.seq + (p.flags & SYN != 0) as i64;
-                dr.has_base = true;
+            if dr.flags & HAS_BASE == 0 {
+                dr.base = p.seq.wrapping_add((p.flags & SYN != 0) as u32);
+                dr.flags |= HAS_BASE;
             }
+            let pl = p.pl as i64;
             let (mut nb, mut retx) = (0i64, false);
             if !tcp {
-                if p.pl > 0 {
-                    nb = p.pl;
+                if pl > 0 {
+                    nb = pl;
                     dr.data_pkts += 1;
-                    dr.new_bytes += p.pl;
+                    dr.new_bytes += pl;
                 }
-            } else if p.pl > 0 && !dup {
-                let rel = wrap32(p.seq - dr.base);
-                let end = rel + p.pl;
+            } else if pl > 0 && !dup {
+                let rel = wrap32(p.seq as i64 - dr.base as i64);
+                let end = rel + pl;
                 let prev = dr.max_end;
-                let keepalive = p.pl == 1 && end == prev;
+                let keepalive = pl == 1 && end == prev;
                 retx = end <= prev && !keepalive;
                 nb = if end <= prev { 0 } else { end - rel.max(prev) };
                 dr.max_end = prev.max(end);
@@ -653,45 +550,38 @@ impl Tracker {
                 dr.retx += retx as i64;
                 dr.new_bytes += nb;
             }
-            let (cid, d) = (p.cid, p.d as i64);
+            let (cid, d) = (p.cid, p.d);
             if nb > 0 {
-                cut(
-                    &mut c.run,
-                    cid,
-                    d,
-                    p.ts,
-                    nb,
-                    &mut self.runs,
-                    &mut self.run_counter,
-                );
+                cut(&mut c.run, cid, d, p.ts, nb, &mut self.runs);
             }
-            let dr = &mut c.dirs[p.d as usize];
+            let dr = &mut c.dirs[d as usize];
             if tcp && other_pkts == 0 {
                 let mut vb = 0;
                 if p.flags & (SYN | ACK) == ACK {
-                    if !dr.has_ack_base {
+                    if dr.flags & HAS_ACK_BASE == 0 {
                         dr.ack_base = p.ack;
-                        dr.has_ack_base = true;
+                        dr.flags |= HAS_ACK_BASE;
                     }
-                    let rel = wrap32(p.ack - dr.ack_base);
-                    let mut adv = (rel - dr.max_ack).max(0);
-                    if adv == 1 && (p.flags & FIN != 0 || dr.fin) {
+                    let rel = wrap32(p.ack as i64 - dr.ack_base as i64);
+                    let max_ack = dr.max_ack as i64;
+                    let mut adv = (rel - max_ack).max(0);
+                    if adv == 1 && (p.flags & FIN != 0 || dr.fin()) {
                         adv = 0;
                     }
-                    dr.max_ack = dr.max_ack.max(rel);
+                    // in [0, 2^31): fits
+                    dr.max_ack = max_ack.max(rel) as u32;
                     dr.ack_adv += adv;
                     vb = adv;
                 }
-                let (sink, ctr) = (&mut self.vruns, &mut self.run_counter);
                 if vb > 0 {
-                    cut(&mut c.vrun, cid, 1 - d, p.ts, vb, sink, ctr);
+                    cut(&mut c.vrun, cid, 1 - d, p.ts, vb, &mut self.vruns);
                 }
                 if nb > 0 {
-                    cut(&mut c.vrun, cid, d, p.ts, nb, sink, ctr);
+                    cut(&mut c.vrun, cid, d, p.ts, nb, &mut self.vruns);
                 }
             }
-            let dr = &mut c.dirs[p.d as usize];
-            if tcp && p.pl > 0 && !dup {
+            let dr = &mut c.dirs[d as usize];
+            if tcp && pl > 0 && !dup {
                 let (prev_ts, prev_pl) = (dr.prev_ts, dr.prev_pl);
                 dr.prev_ts = p.ts;
                 dr.prev_pl = p.pl;
@@ -703,7 +593,7 @@ impl Tracker {
                     && p.pl >= PAIR_MIN_PAYLOAD
                     && !retx
                 {
-                    let host = (if d == 0 { ep_lo } else { ep_hi }) >> 16;
+                    let host = self.cold[cid as usize].host[d as usize] as i64;
                     self.pair(host, p.iplen as f64 * 8e9 / gap as f64);
                 }
             }
@@ -712,10 +602,12 @@ impl Tracker {
 
     /// Drop the per-connection state and finished runs (after export and pairs).
     pub fn release(&mut self) {
-        self.conns = Vec::new();
-        self.runs = Vec::new();
-        self.vruns = Vec::new();
-        self.keys = Map::default();
+        self.conns = Conns::default();
+        self.final_runs = None;
+        self.cold = ColdList::default();
+        self.runs = RunList::default();
+        self.vruns = RunList::default();
+        self.keys = KeyTable::default();
         self.host_of = Map::default();
     }
 
@@ -733,15 +625,15 @@ impl Tracker {
 /// The client's first ACK of the handshake (numpy's `_handshake`, ACK part): after the
 /// chunk's SYN/ACK if there is one, else (one direction seen) the ACK with seq ISN + 1.
 fn handshake_ack(c: &mut Conn, p: &Pkt, j: usize, epoch: u32) {
-    let d = p.d as i64;
+    let d = p.d as i8;
     let after = if c.sa_epoch == epoch {
         c.sa_pos as i64
     } else {
         -1
     };
     let ok_sa = c.synack_dir >= 0 && d != c.synack_dir && j as i64 > after;
-    let isn1 = (c.client_isn + 1) & 0xFFFF_FFFF;
-    let ok_one = c.synack_dir < 0 && c.syn_dir >= 0 && d == c.syn_dir && p.seq == isn1;
+    let isn1 = (c.client_isn as i64 + 1) & 0xFFFF_FFFF;
+    let ok_one = c.synack_dir < 0 && c.syn_dir >= 0 && d == c.syn_dir && p.seq as i64 == isn1;
     if ok_sa || ok_one {
         c.ack_ns = p.ts;
     }
@@ -750,7 +642,7 @@ fn handshake_ack(c: &mut Conn, p: &Pkt, j: usize, epoch: u32) {
 fn packet(ch: &Chunk, i: usize) -> Pkt {
     let hs = hash_addr(ch.saddr_hi[i], ch.saddr_lo[i]);
     let hd = hash_addr(ch.daddr_hi[i], ch.daddr_lo[i]);
-    let (sp, dp) = (ch.sport[i] as i64, ch.dport[i] as i64);
+    let (sp, dp) = (ch.sport[i] as u32, ch.dport[i] as u32);
     let d = (hs > hd || (hs == hd && sp > dp)) as u8;
     let (hlo, hhi) = if d == 0 { (hs, hd) } else { (hd, hs) };
     let ports = if d == 0 { sp << 16 | dp } else { dp << 16 | sp };
@@ -761,19 +653,19 @@ fn packet(ch: &Chunk, i: usize) -> Pkt {
         .wrapping_add((ports as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93))
         .wrapping_add(proto as u64);
     Pkt {
-        raw: i as u32,
         ts: ch.ts_ns[i],
+        key,
+        hlo,
+        cid: 0,
+        seq: ch.seq[i],
+        ack: ch.ack[i],
+        pl: ch.payload_len[i],
+        iplen: ch.ip_len[i],
+        wire: ch.wirelen[i],
+        ports,
+        raw: i as u32,
         d,
         proto,
         flags: if proto == TCP { ch.tcp_flags[i] } else { 0 },
-        hlo,
-        ports,
-        key,
-        seq: ch.seq[i] as i64,
-        ack: ch.ack[i] as i64,
-        pl: ch.payload_len[i] as i64,
-        iplen: ch.ip_len[i] as i64,
-        wire: ch.wirelen[i] as i64,
-        cid: 0,
     }
 }

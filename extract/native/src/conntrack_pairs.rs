@@ -5,7 +5,35 @@
 //! passes over the runs (count, then fill straight into the caller's columns) instead
 //! of a sort.
 
-use super::{DoneRun, Tracker, TCP};
+use std::borrow::Cow;
+
+use super::{Cold, Conn, DoneRun, Tracker, TCP};
+
+/// What the pairs need of the connection state: per connection, whether it takes its
+/// runs from the ack-inferred stream (a TCP connection seen in one direction only);
+/// and the still-open run of each connection that has one, compact, in connection
+/// order.
+#[derive(Clone, Default)]
+pub struct FinalRuns {
+    inferred: Vec<bool>,
+    open: Vec<DoneRun>,
+}
+
+impl FinalRuns {
+    fn add(&mut self, i: usize, c: &Conn) {
+        let inf = c.proto == TCP && (c.dirs[0].pkts == 0 || c.dirs[1].pkts == 0);
+        self.inferred.push(inf);
+        let r = if inf { &c.vrun } else { &c.run };
+        if r.open {
+            self.open.push(DoneRun {
+                cid_dir: (i as u64) << 1 | (r.dir & 1) as u64,
+                bytes: r.bytes,
+                t0: r.t0,
+                t1: r.t1,
+            });
+        }
+    }
+}
 
 /// The pair columns of `pairs_from_runs`, borrowed (the caller's numpy arrays, or
 /// the vectors of `Pairs`), all of the same length.
@@ -34,38 +62,59 @@ pub struct Pairs {
 }
 
 impl Tracker {
-    /// Per connection: whether it takes its runs from the ack-inferred stream (a TCP
-    /// connection seen in one direction only); and the still-open run of each
-    /// connection that has one, compact, in connection order (one scan of `conns`).
-    fn final_state(&self) -> (Vec<bool>, Vec<DoneRun>) {
-        let mut inferred = Vec::with_capacity(self.conns.len());
-        let mut open = Vec::new();
+    /// Visit every connection in id order (the export), keeping what the pairs need
+    /// of the connections (`FinalRuns`), so that the pairs do not scan them again.
+    pub fn export_state(&mut self, mut f: impl FnMut(usize, &Conn, &Cold)) {
+        let mut fr = FinalRuns::default();
+        let cold = &self.cold;
         for (i, c) in self.conns.iter().enumerate() {
-            let inf = c.proto == TCP && (c.dirs[0].pkts == 0 || c.dirs[1].pkts == 0);
-            inferred.push(inf);
-            let r = if inf { &c.vrun } else { &c.run };
-            if r.open {
-                open.push(DoneRun {
-                    cid_dir: (i as u64) << 1 | (r.dir & 1) as u64,
-                    bytes: r.bytes,
-                    t0: r.t0,
-                    t1: r.t1,
-                });
+            f(i, c, &cold[i]);
+            fr.add(i, c);
+        }
+        self.final_runs = Some(fr);
+    }
+
+    /// Free the per-connection state once the export has kept what the pairs need of
+    /// it (the pairs' and the table's columns can then reuse its memory).
+    pub fn drop_conn_state(&mut self) {
+        if self.final_runs.is_some() {
+            self.conns = Default::default();
+            self.cold = Default::default();
+        }
+    }
+
+    /// The number of connections (also after `drop_conn_state`).
+    pub fn n_conns(&self) -> usize {
+        match &self.final_runs {
+            Some(fr) => fr.inferred.len(),
+            None => self.conns.len(),
+        }
+    }
+
+    /// The `FinalRuns` kept by `export_state`, or computed from the connections.
+    fn final_state(&self) -> Cow<'_, FinalRuns> {
+        match &self.final_runs {
+            Some(fr) => Cow::Borrowed(fr),
+            None => {
+                let mut fr = FinalRuns::default();
+                for (i, c) in self.conns.iter().enumerate() {
+                    fr.add(i, c);
+                }
+                Cow::Owned(fr)
             }
         }
-        (inferred, open)
     }
 
     /// Every run the pairs come from (see `pairs`), in stream order: the finished
     /// real-data runs of connections not `inferred`, the finished ack-inferred runs of
     /// the others, then the open runs.
     fn for_final_runs(&self, inferred: &[bool], open: &[DoneRun], mut f: impl FnMut(&DoneRun)) {
-        for r in &self.runs {
+        for r in self.runs.iter() {
             if !inferred[r.cid() as usize] {
                 f(r);
             }
         }
-        for r in &self.vruns {
+        for r in self.vruns.iter() {
             if inferred[r.cid() as usize] {
                 f(r);
             }
@@ -116,11 +165,12 @@ impl Tracker {
     /// stream: this one counts each connection's pairs, `fill_pairs` writes them in
     /// place with a cursor per connection.
     pub fn pair_slots(&self, cdir: &[i64]) -> Vec<usize> {
-        let (inferred, open) = self.final_state();
-        let n = self.conns.len();
+        let fr = self.final_state();
+        let (inferred, open) = (&fr.inferred, &fr.open);
+        let n = self.n_conns();
         let mut slots = vec![0usize; n + 1];
         let mut seen = vec![false; n];
-        self.for_final_runs(&inferred, &open, |r| {
+        self.for_final_runs(inferred, open, |r| {
             let c = r.cid() as usize;
             let is_req = r.dir() == cdir[c];
             slots[c + 1] += (is_req || !seen[c]) as usize;
@@ -135,7 +185,8 @@ impl Tracker {
     /// Pass 2 of `pairs`: fill `out` (as long as the last of `slots`) from the runs.
     pub fn fill_pairs(&self, cdir: &[i64], t0: i64, slots: Vec<usize>, out: PairCols) {
         let sec = |t: i64| (t.wrapping_sub(t0)) as f64 * 1e-9;
-        let (inferred, open) = self.final_state();
+        let fr = self.final_state();
+        let (inferred, open) = (&fr.inferred, &fr.open);
         out.req_size.fill(0);
         out.rsp_size.fill(0);
         for col in [
@@ -148,8 +199,8 @@ impl Tracker {
         }
         // the cursor of a connection: one past its current pair
         let mut cursor = slots;
-        let mut seen = vec![false; self.conns.len()];
-        self.for_final_runs(&inferred, &open, |r| {
+        let mut seen = vec![false; self.n_conns()];
+        self.for_final_runs(inferred, open, |r| {
             let c = r.cid() as usize;
             let is_req = r.dir() == cdir[c];
             if is_req || !seen[c] {

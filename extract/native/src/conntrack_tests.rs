@@ -78,14 +78,63 @@ fn handshake_runs_retransmission_pairs() {
         assert_eq!((c.dirs[sd].data_pkts, c.dirs[sd].retx), (3, 1));
         // one finished client run (300 bytes), the server run still open
         assert_eq!(t.runs.len(), 1);
-        assert_eq!((t.runs[0].bytes, c.run.bytes, c.run.pkts), (300, 2920, 2));
+        assert_eq!(
+            (t.runs[0].bytes, c.run.bytes, c.run.open),
+            (300, 2920, true)
+        );
+        assert_eq!((c.run.t0, c.run.t1), (91_000_000, 92_168_000));
         // the back-to-back pair: 1500 bytes in 1.168 ms; the retransmission adds no run time
         assert_eq!(t.hist.values().sum::<i64>(), 1);
-        let p = t.pairs(&[c.syn_dir], 0);
+        let p = t.pairs(&[c.syn_dir as i64], 0);
         assert_eq!(
             (p.conn.clone(), p.req_size[0], p.rsp_size[0]),
             (vec![0], 300, 2920)
         );
         assert!((p.rsp_t1[0] - 0.092168).abs() < 1e-12 && p.think[0].is_nan());
     }
+}
+
+#[test]
+fn key_table_grows_and_finds() {
+    let mut t = keys::KeyTable::default();
+    // keys sharing low bits and high bits, so that probes run into each other
+    let key = |i: u64| i.wrapping_mul(0x1_0000_0001) ^ (i << 40);
+    for i in 0..5000u64 {
+        let (s, new) = t.entry(key(i));
+        assert!(new);
+        s.cur = i as u32;
+    }
+    for i in 0..5000u64 {
+        let (s, new) = t.entry(key(i));
+        assert!(!new && s.cur == i as u32 && s.key == key(i));
+        assert_eq!(t.get_mut(key(i)).map(|s| s.cur), Some(i as u32));
+    }
+    assert!(t.get_mut(key(5000)).is_none());
+}
+
+#[test]
+fn state_layout() {
+    // the cache-line layout the prefetching assumes (see conntrack_state.rs)
+    use std::mem::{align_of, offset_of, size_of};
+    assert_eq!((size_of::<Conn>(), align_of::<Conn>()), (320, 64));
+    assert_eq!((offset_of!(Conn, run), offset_of!(Conn, dirs)), (64, 128));
+    assert_eq!(size_of::<Dir>(), 96);
+    assert_eq!(size_of::<state::Pkt>(), 64);
+}
+
+#[test]
+fn blocks_keep_order_across_blocks() {
+    let mut b: state::Blocks<u64, 4> = state::Blocks::default();
+    for i in 0..100u64 {
+        b.push(i * 3);
+    }
+    b[37] += 1;
+    assert_eq!((b.len(), b[16], b[99], b[37]), (100, 48, 297, 112));
+    let v: Vec<u64> = b.iter().copied().collect();
+    assert_eq!(v.len(), 100);
+    assert!(v
+        .iter()
+        .enumerate()
+        .all(|(i, &x)| x == 3 * i as u64 + (i == 37) as u64));
+    assert_eq!(b.ptr(17), &b[17] as *const u64);
 }

@@ -303,7 +303,7 @@ pub unsafe extern "C" fn swell_pcap_offset(h: *const Handle) -> u64 {
 /// C ABI of the native connection tracker (`conntrack.rs`) for Python's ctypes
 /// (`extract/conntrack.py`): create, add chunks by pointer, export the state, free.
 pub mod ct_abi {
-    use crate::conntrack::{Chunk, Conn, Dir, PairCols, Prepared, Run, Tracker};
+    use crate::conntrack::{Chunk, Cold, Conn, Dir, PairCols, Prepared, Tracker};
 
     use std::ffi::c_char;
     use std::slice::from_raw_parts;
@@ -330,38 +330,26 @@ pub mod ct_abi {
         pub l4_ok: *const u8,
     }
 
-    const N_CONN_COLS: u32 = 29;
-    const N_DIR_COLS: u32 = 16;
+    const N_CONN_COLS: u32 = 12;
+    const N_DIR_COLS: u32 = 7;
 
-    /// Connection columns, in the order of `CONN_COLS` in `extract/conntrack.py`.
-    fn conn_col(c: &Conn, k: u32) -> Option<i64> {
-        let run = |r: &Run, k: u32| match k {
-            0 => r.open as i64,
-            1 => r.dir,
-            2 => r.bytes,
-            3 => r.t0,
-            4 => r.t1,
-            5 => r.seq,
-            _ => r.pkts,
-        };
+    /// Connection columns, in the order of `CONN_COLS` in `extract/conntrack.py` (the
+    /// state `finish` reads).
+    fn conn_col(c: &Conn, cold: &Cold, k: u32) -> Option<i64> {
+        let (ep_lo, ep_hi) = cold.endpoints(c.ports);
         Some(match k {
             0 => c.proto as i64,
-            1 => c.ep_lo,
-            2 => c.ep_hi,
-            3 => c.first_ns,
+            1 => ep_lo,
+            2 => ep_hi,
+            3 => cold.first_ns,
             4 => c.last_ns,
             5 => c.syn_ns,
             6 => c.synack_ns,
             7 => c.ack_ns,
-            8 => c.syn_dir,
-            9 => c.synack_dir,
-            10 => c.first_dir,
-            11 => c.client_isn,
-            12 => c.rst as i64,
-            13 => c.h_lo,
-            14 => c.ports,
-            15..=21 => run(&c.run, k - 15),
-            22..=28 => run(&c.vrun, k - 22),
+            8 => c.syn_dir as i64,
+            9 => c.synack_dir as i64,
+            10 => cold.first_dir as i64,
+            11 => c.rst as i64,
             _ => return None,
         })
     }
@@ -374,17 +362,8 @@ pub mod ct_abi {
             2 => d.data_pkts,
             3 => d.retx,
             4 => d.new_bytes,
-            5 => d.base,
-            6 => d.has_base as i64,
-            7 => d.max_end,
-            8 => d.fin as i64,
-            9 => d.max_pl,
-            10 => d.prev_ts,
-            11 => d.prev_pl,
-            12 => d.ack_base,
-            13 => d.has_ack_base as i64,
-            14 => d.max_ack,
-            15 => d.ack_adv,
+            5 => d.fin() as i64,
+            6 => d.ack_adv,
             _ => return None,
         })
     }
@@ -528,7 +507,7 @@ pub mod ct_abi {
     pub unsafe extern "C" fn swell_ct_sizes(h: *const Tracker, out: *mut i64) -> i32 {
         let Some(t) = h.as_ref() else { return -1 };
         let v = [
-            t.conns.len() as i64,
+            t.n_conns() as i64,
             t.runs.len() as i64,
             t.vruns.len() as i64,
             t.host_addr.len() as i64,
@@ -559,43 +538,45 @@ pub mod ct_abi {
         }
     }
 
-    /// Every connection column (`out_conn`: 29 pointers, one value per connection) and
-    /// direction column (`out_dir`: 16 pointers, index `2 * cid + dir`), one pass; the
+    /// Every connection column (`out_conn`: 12 pointers, one value per connection) and
+    /// direction column (`out_dir`: 7 pointers, index `2 * cid + dir`), one pass; the
     /// `width` arrays give each column's element size (1: uint8/int8/bool, 8: int64,
-    /// 0: skip the column).
+    /// 0: skip the column). After the last chunk; the pass also keeps what
+    /// `swell_ct_pairs` needs of the connections.
     ///
     /// # Safety
     /// Each pointer is writable for the number of connections (twice that for `out_dir`)
     /// elements of its width.
     #[no_mangle]
     pub unsafe extern "C" fn swell_ct_export(
-        h: *const Tracker,
+        h: *mut Tracker,
         out_conn: *const *mut u8,
         conn_width: *const u8,
         out_dir: *const *mut u8,
         dir_width: *const u8,
     ) -> i32 {
-        let Some(t) = h.as_ref() else { return -1 };
+        let Some(t) = h.as_mut() else { return -1 };
         let oc = from_raw_parts(out_conn, N_CONN_COLS as usize);
         let wc = from_raw_parts(conn_width, N_CONN_COLS as usize);
         let od = from_raw_parts(out_dir, N_DIR_COLS as usize);
         let wd = from_raw_parts(dir_width, N_DIR_COLS as usize);
-        for (i, c) in t.conns.iter().enumerate() {
+        t.export_state(|i, c, cold| {
             for (k, (&p, &w)) in oc.iter().zip(wc).enumerate() {
-                put(p, w, i, conn_col(c, k as u32).unwrap_or(0));
+                put(p, w, i, conn_col(c, cold, k as u32).unwrap_or(0));
             }
             for d in 0..2 {
                 for (k, (&p, &w)) in od.iter().zip(wd).enumerate() {
                     put(p, w, 2 * i + d, dir_col(&c.dirs[d], k as u32).unwrap_or(0));
                 }
             }
-        }
+        });
         0
     }
 
     /// Count the request/response pairs (see `Tracker::pairs`; `cdir`: the client's
     /// direction for each of the `n` connections) for `swell_ct_pairs_copy`; returns
-    /// the number of pairs, -1 on bad arguments.
+    /// the number of pairs, -1 on bad arguments. After `swell_ct_export` this first
+    /// frees the connection state (the export kept what the pairs need of it).
     ///
     /// # Safety
     /// `h` comes from `swell_ct_new`; `cdir` is readable for `n` elements.
@@ -607,7 +588,8 @@ pub mod ct_abi {
         t0: i64,
     ) -> i64 {
         let Some(t) = h.as_mut() else { return -1 };
-        if n != t.conns.len() || (n > 0 && cdir.is_null()) {
+        t.drop_conn_state();
+        if n != t.n_conns() || (n > 0 && cdir.is_null()) {
             return -1;
         }
         let cdir = if n > 0 { from_raw_parts(cdir, n) } else { &[] };
