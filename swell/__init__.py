@@ -13,3 +13,12 @@ top-level folder mapped under this name by ``pyproject.toml``::
 """
 
 __version__ = "0.1.0"
+
+import os as _os
+
+# OpenBLAS starts one busy-waiting thread per core when numpy is imported and spins
+# them after every BLAS call. swell does no heavy linear algebra, and its own
+# threads (trace reader and connection tracker, link engine, generators) need
+# those cores: one BLAS thread, unless the user chose otherwise. Must run before
+# numpy is first imported.
+_os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
