@@ -67,7 +67,8 @@ class Source:
 
 def _as_pcap(path: Path, tmp: Path) -> Path:
     """``path`` as a little-endian microsecond Ethernet pcap (converted when needed)."""
-    head = path.read_bytes()[:24]
+    with open(path, "rb") as f:
+        head = f.read(24)
     if head[:4] == b"\xd4\xc3\xb2\xa1" and int.from_bytes(head[20:24], "little") == 1:
         return path
     out = tmp / (path.stem + ".pcap")
@@ -75,7 +76,8 @@ def _as_pcap(path: Path, tmp: Path) -> Path:
                        capture_output=True, text=True)
     if r.returncode:
         raise SwellError(path, f"editcap cannot convert it to pcap: {r.stderr.strip()}")
-    head = out.read_bytes()[:24]
+    with open(out, "rb") as f:
+        head = f.read(24)
     if head[:4] != b"\xd4\xc3\xb2\xa1" or int.from_bytes(head[20:24], "little") != 1:
         raise SwellError(path, "not an Ethernet capture (swell trace compose needs Ethernet)")
     return out
@@ -89,7 +91,7 @@ def load_source(path: Path, tmp: Path) -> Source:
         starts.append(pos)
         pos += HDR + int.from_bytes(raw[pos + 8: pos + 12].tobytes(), "little")
     st = np.array(starts, dtype=np.int64)
-    if pos != len(raw):  # a cut last record
+    if pos > len(raw):  # the last record is cut (a partial header after it is ignored)
         st = st[:-1]
     hdr = raw[st[:, None] + np.arange(HDR)].view("<u4").reshape(-1, 4)
     t_us = hdr[:, 0].astype(np.int64) * 1_000_000 + hdr[:, 1]

@@ -88,3 +88,12 @@ def test_cli_writes_a_composite(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "9,262 packets over 30 s" in proc.stdout
     assert len(read_all(out)) == 9262
+
+
+def test_a_cut_last_record_is_left_out(tmp_path: Path) -> None:
+    raw = SRC.read_bytes()
+    whole = build(tmp_path / "a.pcap", [SRC], 1, 30.0)["packets"]
+    (tmp_path / "cut.pcap").write_bytes(raw[:-10])  # the last record loses 10 bytes
+    assert build(tmp_path / "b.pcap", [tmp_path / "cut.pcap"], 1, 30.0)["packets"] == whole - 1
+    (tmp_path / "tail.pcap").write_bytes(raw + raw[24:30])  # a partial header after the end
+    assert build(tmp_path / "c.pcap", [tmp_path / "tail.pcap"], 1, 30.0)["packets"] == whole
