@@ -182,8 +182,8 @@ class ConnectionBuilder:
         self.gdir = GrowArrays({
             "pkts": i64, "wire": i64, "data_pkts": i64, "retx": i64, "new_bytes": i64,
             "base": i64, "has_base": b1, "max_end": i64, "fin": b1, "max_pl": i64,
-            "prev_ts": i64, "prev_pl": i64, "ack_base": i64, "has_ack_base": b1, "max_ack": i64,
-            "ack_adv": i64,
+            "prev_ts": i64, "prev_pl": i64, "intr": b1, "ack_base": i64, "has_ack_base": b1,
+            "max_ack": i64, "ack_adv": i64,
         })
         # fmt: on
         self.runs: list[dict[str, np.ndarray]] = []
@@ -392,7 +392,7 @@ class ConnectionBuilder:
         new_bytes, retx = self._seqspace(pkt, gorder)
         self._runs(pkt, order, new_bytes)
         self._ack_inferred(pkt, order, gorder, new_bytes)
-        self._pairs(pkt, gorder, retx)
+        self._pairs(pkt, order, gorder, retx)
 
     def _counters(self, p: dict[str, np.ndarray]) -> None:
         c, gd = self.conn, self.gdir
@@ -625,23 +625,41 @@ class ConnectionBuilder:
         nb = np.r_[vb[rv], new_bytes[rr]][e]
         self._cut(cid, d, ts, nb, "vrun", self.vruns)
 
-    def _pairs(self, p: dict[str, np.ndarray], order: np.ndarray, retx: np.ndarray) -> None:
-        """Packet-pair dispersion of back-to-back full-size segments into the histogram."""
+    def _pairs(
+        self, p: dict[str, np.ndarray], order: np.ndarray, gorder: np.ndarray, retx: np.ndarray
+    ) -> None:
+        """Packet-pair dispersion of back-to-back full-size segments into the histogram.
+
+        Back to back: consecutive data segments of a direction with no packet of the
+        other direction in between (an ACK in between makes them ACK-clocked, their
+        gap the round trip, not the dispersion). ``gdir["intr"]`` carries "the other
+        direction sent a packet since this direction's last data segment" across chunks;
+        ``other`` counts, per packet, the other direction's earlier packets in the chunk.
+        """
         gd = self.gdir
-        sel = order[(p["pl"][order] > 0) & p["tcp"][order] & ~p["dup"][order]]
-        if len(sel) < 1:
-            return
-        g, ts, pl = p["g"][sel], p["ts"][sel], p["pl"][sel]
+        sel = gorder[(p["pl"][gorder] > 0) & p["tcp"][gorder] & ~p["dup"][gorder]]
+        g = p["g"][sel]
         st = np.ones(len(sel), dtype=bool)
         st[1:] = g[1:] != g[:-1]
+        intr_st = gd["intr"][g[st]]  # as it was before this chunk
+        gd["intr"][p["g"] ^ 1] = True  # a packet interrupts the other direction
+        if len(sel) < 1:
+            return
+        other, other_tot = _other_before(p["cid"], p["dir"], order)
+        ob = other[sel]
+        ts, pl = p["ts"][sel], p["pl"][sel]
         prev_ts = np.empty(len(sel), dtype=np.int64)
         prev_pl = np.empty(len(sel), dtype=np.int64)
         prev_ts[1:], prev_pl[1:] = ts[:-1], pl[:-1]
         prev_ts[st], prev_pl[st] = gd["prev_ts"][g[st]], gd["prev_pl"][g[st]]
+        back_to_back = np.empty(len(sel), dtype=bool)
+        back_to_back[1:] = ob[1:] == ob[:-1]
+        back_to_back[st] = ~intr_st & (ob[st] == 0)
         gap = ts - prev_ts
         mx = gd["max_pl"][g]
         ok = (
             (prev_ts >= 0)
+            & back_to_back
             & (gap > 0)
             & (pl == prev_pl)
             & (pl == mx)
@@ -651,6 +669,7 @@ class ConnectionBuilder:
         last = np.r_[np.flatnonzero(st)[1:], len(sel)] - 1
         gd["prev_ts"][g[last]] = ts[last]
         gd["prev_pl"][g[last]] = pl[last]
+        gd["intr"][g[last]] = other_tot[sel[last]] > ob[last]
         if not ok.any():
             return
         bps = p["iplen"][sel[ok]] * 8e9 / gap[ok]
@@ -674,6 +693,30 @@ class ConnectionBuilder:
         from swell.extract.conntable import finish_table
 
         return finish_table(self)
+
+
+def _other_before(cid: np.ndarray, d: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per packet of a chunk: how many packets of the other direction of its connection
+    came before it in the chunk, and how many the chunk has in all (``order``: the
+    packets grouped by connection, file order within)."""
+    n = len(order)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    co, do = cid[order], d[order].astype(np.int64)
+    st = np.ones(n, dtype=bool)
+    st[1:] = co[1:] != co[:-1]
+    first = np.flatnonzero(st)
+    grp = np.cumsum(st) - 1
+    c1 = np.cumsum(do) - do  # dir-1 packets before, from the chunk's start
+    c1 -= c1[first][grp]
+    c0 = np.arange(n) - first[grp] - c1
+    last = np.r_[first[1:], n] - 1
+    t1 = c1[last] + do[last]
+    t0 = last - first + 1 - t1
+    other, tot = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    other[order] = np.where(do == 0, c1, c0)
+    tot[order] = np.where(do == 0, t1[grp], t0[grp])
+    return other, tot
 
 
 def build_connections(chunks: Iterable[Any], **kwargs: Any) -> ConnTable:

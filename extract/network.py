@@ -9,7 +9,9 @@ connections, ``server`` for hosts seen accepting them (a host can have both).
   (SYN/ACK -> client ACK), the median over the host's connections.
 * **Capacity** (bit/s): packet-pair dispersion. The connection builder put
   one estimate ``8 * ip_len / gap`` per pair of back-to-back full-size segments
-  into a log-binned histogram per sending host (40 bins per decade); the
+  (consecutive data segments of a direction with no packet of the other direction
+  in between: ACK-clocked segments are no pairs) into a log-binned histogram per
+  sending host (40 bins per decade); the
   capacity is the centre of the fullest bin (the mode of size/gap).
 * **Loss**: retransmitted data segments over data segments sent by the host
   in that role (a passive estimate in the spirit of Benko and Veres).

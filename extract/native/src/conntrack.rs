@@ -45,7 +45,7 @@ use keys::{KeyTable, NONE};
 pub use pairs::{FinalRuns, PairCols, Pairs};
 use state::{prefetch, Pkt};
 pub use state::{Cold, ColdList, Conn, Conns, Dir, DoneRun, Run, RunList};
-use state::{FIN_SEEN, HAS_ACK_BASE, HAS_BASE};
+use state::{FIN_SEEN, HAS_ACK_BASE, HAS_BASE, INTERRUPTED};
 
 pub const TCP: u8 = 6;
 pub const UDP: u8 = 17;
@@ -511,7 +511,9 @@ impl Tracker {
             if tcp && p.flags & (SYN | ACK) == ACK && c.ack_ns < 0 {
                 handshake_ack(c, p, j, epoch);
             }
-            let other_pkts = c.dirs[1 - p.d as usize].pkts;
+            let other = &mut c.dirs[1 - p.d as usize];
+            let other_pkts = other.pkts;
+            other.flags |= INTERRUPTED;
             let dr = &mut c.dirs[p.d as usize];
             let dup = dr.last_epoch == epoch && {
                 let q = &pkts[dr.last_pkt as usize];
@@ -586,7 +588,10 @@ impl Tracker {
                 dr.prev_ts = p.ts;
                 dr.prev_pl = p.pl;
                 let gap = p.ts.wrapping_sub(prev_ts);
+                let back_to_back = dr.flags & INTERRUPTED == 0;
+                dr.flags &= !INTERRUPTED;
                 if prev_ts >= 0
+                    && back_to_back
                     && gap > 0
                     && p.pl == prev_pl
                     && p.pl == dr.max_pl

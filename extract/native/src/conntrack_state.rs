@@ -58,6 +58,9 @@ impl DoneRun {
 pub const FIN_SEEN: u8 = 1;
 pub const HAS_BASE: u8 = 2;
 pub const HAS_ACK_BASE: u8 = 4;
+/// The other direction sent a packet since this direction's last data segment: the
+/// next segment is no back-to-back pair with it (packet-pair capacity).
+pub const INTERRUPTED: u8 = 8;
 
 /// Per-direction state (numpy's `gdir` row), 96 bytes. Sequence and acknowledgement
 /// bases are kept modulo 2^32 (all that the wrapped differences use) and the largest
