@@ -77,8 +77,7 @@ def extract_model(
         raise SwellError("thresholds", "need 0 < --rre-gap <= --session-timeout")
     builder = ConnectionBuilder()
     with open_trace(trace) as tr, Progress(label, total=os.path.getsize(trace), unit="B") as prog:
-        for ch in tr.chunks(chunk):
-            builder.add(ch)
+        while builder.add_trace(tr, chunk):
             prog.update(done=tr.offset, status=f"{builder.packets:,} pkts")
         info, warnings = tr.info, tr.warnings
         # the provenance hash: XXH3-128 over the bytes the reader read (no second pass)

@@ -304,6 +304,21 @@ class ConnectionBuilder:
         return cid, order
 
     # -- per chunk -------------------------------------------------------------------------
+    def add_trace(self, trace: Any, max_packets: int) -> int:
+        """Read the next up to ``max_packets`` packets of an open ``trace`` and add
+        them; the number read, 0 at its end. The native tracker takes them from the
+        reader directly (no columns, see ``NativeTracker.add_read``); the results are
+        those of ``add`` on ``trace.chunks(max_packets)``."""
+        if self._native is not None:
+            n = self._native.add_read(trace, max_packets)
+            self.packets += n
+            return n
+        chunk = trace.read_chunk(max_packets)
+        if chunk is None:
+            return 0
+        self.add(chunk)
+        return len(chunk)
+
     def add(self, chunk: Any) -> None:
         if self._native is not None:
             self._native.add(chunk)

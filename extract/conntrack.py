@@ -6,7 +6,13 @@ the reader's, which they always are for real traces), selects the chunk's packet
 in the calling thread (``swell_ct_prepare``, while the worker thread still tracks
 the previous chunk) and hands them to the worker; the tracker runs the
 exact per-chunk semantics of the numpy :class:`~swell.extract.connections.ConnectionBuilder`
-(the reference implementation) as sequential loops. :meth:`NativeTracker.export`
+(the reference implementation) as sequential loops. ``swell extract`` uses
+:meth:`NativeTracker.add_read` instead: the reader selects each packet straight into
+the selection buffer as it decodes it (``swell_ct_read_prepare``: no per-packet columns,
+which cost a third of a plain read in fresh memory and stores), and while the worker
+tracks, the calling thread pages in the spare state blocks the worker will need
+next (``conntrack_spare.rs``): on a virtual machine the first touch of memory is
+expensive, and the worker is the slower thread. :meth:`NativeTracker.export`
 copies the tracker's state out as the numpy builder's state columns (the ``conn``
 and ``gdir`` columns ``finish`` reads, host table, packet-pair histogram), so that
 both implementations share one ``finish`` step and their ``ConnTable`` can be
@@ -24,11 +30,14 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from swell.native import native_artifact
+
+if TYPE_CHECKING:
+    from swell.extract.reader import Trace
 
 # The state columns ``finish`` reads, in the order of the C ABI (conn_col / dir_col in
 # lib.rs); the rest of the tracker's state only matters while packets arrive.
@@ -73,6 +82,11 @@ def _lib() -> ctypes.CDLL:
             "swell_ct_prepare": ([vp, ctypes.POINTER(_CtChunk), ctypes.c_size_t], ctypes.c_int32),
             "swell_ct_add_prepared": ([vp, ctypes.POINTER(_CtChunk), ctypes.c_size_t, vp, vp,
                                        ctypes.c_size_t], ctypes.c_int32),
+            "swell_ct_read_prepare": ([vp, vp, ctypes.c_size_t], ctypes.c_int64),
+            "swell_ct_spares": ([vp], vp),
+            "swell_ct_spares_fill": ([vp], ctypes.c_int32),
+            "swell_ct_spares_free": ([vp], None),
+            "swell_ct_add_read": ([vp, vp, vp, ctypes.c_size_t], ctypes.c_int32),
             "swell_ct_sizes": ([vp, vp], ctypes.c_int32),
             "swell_ct_export": ([vp] * 5, ctypes.c_int32),
             "swell_ct_pairs": ([vp, vp, ctypes.c_size_t, i64], i64),
@@ -96,6 +110,8 @@ class NativeTracker:
     def __init__(self, udp_idle_ns: int, tcp_idle_ns: int) -> None:
         self._lib = _lib()
         self._h = self._lib.swell_ct_new(udp_idle_ns, tcp_idle_ns)
+        # spare state blocks this thread pages in while the worker tracks
+        self._spares = self._lib.swell_ct_spares(self._h)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swell-ct")
         self._pending: Future[None] | None = None
         # two selection buffers: one is filled here while the worker uses the other
@@ -109,6 +125,9 @@ class NativeTracker:
         h, self._h = getattr(self, "_h", None), None
         if h:
             self._lib.swell_ct_free(h)
+        spares, self._spares = getattr(self, "_spares", None), None
+        if spares:
+            self._lib.swell_ct_spares_free(spares)
         for p in getattr(self, "_preps", []):
             self._lib.swell_ct_prep_free(p)
         self._preps = []
@@ -128,6 +147,28 @@ class NativeTracker:
         self._lib.swell_ct_prepare(prep, ctypes.byref(cc), len(chunk))
         self.wait()
         self._pending = self._pool.submit(self._add_prepared, cols, cc, prep, len(chunk))
+        self._lib.swell_ct_spares_fill(self._spares)
+
+    def add_read(self, trace: Trace, max_packets: int) -> int:
+        """Read up to ``max_packets`` packets of ``trace`` and track them; the number
+        read (0 at the end). The reader selects the packets straight into a selection
+        buffer in the calling thread (no columns: ``swell_ct_read_prepare``) while the
+        worker still tracks the previous read, then the worker tracks them. The same
+        results as ``add`` on the reader's chunks of that size."""
+        prep = self._preps[self._flip]
+        self._flip ^= 1
+        n = trace.read_native(self._lib.swell_ct_read_prepare, prep, max_packets)
+        self.wait()
+        if n:
+            self._pending = self._pool.submit(self._add_read, prep)
+            # the worker is the slower thread: page in its next state blocks meanwhile
+            self._lib.swell_ct_spares_fill(self._spares)
+        return n
+
+    def _add_read(self, prep: int) -> None:
+        err = ctypes.create_string_buffer(256)
+        if self._lib.swell_ct_add_read(self._h, prep, err, len(err)):
+            raise RuntimeError(err.value.decode(errors="replace") or "native tracker failed")
 
     def _add_prepared(self, cols: list[np.ndarray], cc: _CtChunk, prep: int, n: int) -> None:
         err = ctypes.create_string_buffer(256)

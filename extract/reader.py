@@ -317,6 +317,22 @@ class Trace:
         small = n < max_packets // 4
         return PacketChunk(**{k: (a[:n].copy() if small else a[:n]) for k, a in arrays.items()})
 
+    def read_native(self, read: Any, target: int, max_packets: int = DEFAULT_CHUNK) -> int:
+        """Read up to ``max_packets`` packets straight into a native consumer, no columns.
+
+        ``read`` is a ctypes function of this library, ``(trace handle, target,
+        max_packets) -> packets read, 0 at the end, -1 on an error``, such as the
+        connection tracker's ``swell_ct_read_prepare`` (``target``: its selection
+        buffer). Errors raise :class:`TraceError` as :meth:`read_chunk` does."""
+        if max_packets < 1:
+            raise ValueError("max_packets must be positive")
+        n = int(read(self._handle(), target, max_packets))
+        if n < 0:
+            buf = ctypes.create_string_buffer(_ERRLEN)
+            self._lib.swell_pcap_error(self._handle(), buf, _ERRLEN)
+            raise TraceError(self.path, buf.value.decode(errors="replace") or "read failed")
+        return n
+
     def chunks(self, max_packets: int = DEFAULT_CHUNK) -> Iterator[PacketChunk]:
         """Iterate over the rest of the file in chunks of at most ``max_packets``."""
         while (chunk := self.read_chunk(max_packets)) is not None:

@@ -61,6 +61,15 @@ def _differences(a: ConnTable, b: ConnTable) -> list[str]:
     return bad
 
 
+def _build_read(path: Path, chunk: int, engine: str) -> tuple[ConnTable, dict[int, int]]:
+    """As ``_build``, reading with ``add_trace`` (natively: no columns in between)."""
+    b = ConnectionBuilder(engine=engine)
+    with open_trace(path) as tr:
+        while b.add_trace(tr, chunk):
+            pass
+    return b.finish(), b.pair_hist
+
+
 def _assert_same_file(path: Path) -> None:
     for chunk in CHUNKS:
         with open_trace(path) as tr:
@@ -69,6 +78,9 @@ def _assert_same_file(path: Path) -> None:
             nat, hnat = _build(tr.chunks(chunk), "native")
         bad = _differences(ref, nat) + (["pair_hist"] if href != hnat else [])
         assert not bad, f"{path.name} chunk {chunk}: native differs in {bad}"
+        rd, hrd = _build_read(path, chunk, "native")
+        bad = _differences(ref, rd) + (["pair_hist"] if href != hrd else [])
+        assert not bad, f"{path.name} chunk {chunk}: native read path differs in {bad}"
 
 
 def _captures(root: Path) -> list[Path]:

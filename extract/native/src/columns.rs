@@ -73,13 +73,22 @@ pub struct Meta {
     pub linktype: u16,
 }
 
-impl Columns<'_> {
-    pub fn capacity(&self) -> usize {
+/// Where the reader puts packets: row `i` (0, 1, ... within one read) of at most
+/// `capacity()` rows. `Columns` is the reader's own (one column per field); the
+/// connection tracker's selection is another (`conntrack::PrepSink`: it keeps only
+/// what the tracker needs, with no columns in between).
+pub trait Sink {
+    fn capacity(&self) -> usize;
+    fn put(&mut self, i: usize, m: &Meta, r: &Row);
+}
+
+impl Sink for Columns<'_> {
+    fn capacity(&self) -> usize {
         self.ts_ns.len()
     }
 
     #[inline]
-    pub fn put(&mut self, i: usize, m: &Meta, r: &Row) {
+    fn put(&mut self, i: usize, m: &Meta, r: &Row) {
         self.ts_ns[i] = m.ts_ns;
         self.caplen[i] = m.caplen;
         self.wirelen[i] = m.wirelen;

@@ -30,11 +30,17 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use crate::columns::{Meta, Sink};
+use crate::dissect::{Row, FRAG_LATER};
 
 #[path = "conntrack_keys.rs"]
 mod keys;
 #[path = "conntrack_pairs.rs"]
 mod pairs;
+#[path = "conntrack_spare.rs"]
+mod spare;
 #[path = "conntrack_state.rs"]
 mod state;
 #[cfg(test)]
@@ -43,7 +49,8 @@ mod tests;
 
 use keys::{KeyTable, NONE};
 pub use pairs::{FinalRuns, PairCols, Pairs};
-use state::{prefetch, Pkt};
+pub use spare::Spares;
+use state::{prefetch, Pkt, PktFields};
 pub use state::{Cold, ColdList, Conn, Conns, Dir, DoneRun, Run, RunList};
 use state::{FIN_SEEN, HAS_ACK_BASE, HAS_BASE, INTERRUPTED};
 
@@ -124,32 +131,131 @@ pub struct Chunk<'a> {
 
 /// A chunk's packets selected for tracking (TCP/UDP with a transport header, no
 /// fragments), with the skipped counts. Needs no tracker state, so the reader's thread
-/// can fill it while the tracker works on the previous chunk.
+/// can fill it while the tracker works on the previous chunk: from the reader's
+/// columns (`fill`), or straight from the reader (`PrepSink`), which then also keeps
+/// the selected packets' addresses (`addrs`, what new connections need).
 #[derive(Default)]
 pub struct Prepared {
     pkts: Vec<Pkt>,
+    addrs: Vec<[u64; 4]>,
     skipped: [i64; 4],
     n: usize,
+}
+
+/// Why a packet is not tracked (an index into `skipped`: non_ip, not_tcp_udp, no_l4,
+/// fragment), or None.
+#[inline]
+fn skip_reason(ipver: u8, proto: u8, frag: u8, l4_ok: bool) -> Option<usize> {
+    if ipver == 0 {
+        Some(0)
+    } else if proto != TCP && proto != UDP {
+        Some(1)
+    } else if frag & FRAG_LATER != 0 {
+        Some(3)
+    } else if !l4_ok {
+        Some(2)
+    } else {
+        None
+    }
 }
 
 impl Prepared {
     pub fn fill(&mut self, ch: &Chunk) {
         self.pkts.clear();
+        self.addrs.clear();
         self.skipped = [0; 4];
         self.n = ch.ts_ns.len();
         for i in 0..self.n {
-            let p = ch.proto[i];
-            if ch.ipver[i] == 0 {
-                self.skipped[0] += 1;
-            } else if p != TCP && p != UDP {
-                self.skipped[1] += 1;
-            } else if ch.frag[i] & 4 != 0 {
-                self.skipped[3] += 1;
-            } else if ch.l4_ok[i] == 0 {
-                self.skipped[2] += 1;
-            } else {
-                self.pkts.push(packet(ch, i));
+            match skip_reason(ch.ipver[i], ch.proto[i], ch.frag[i], ch.l4_ok[i] != 0) {
+                Some(k) => self.skipped[k] += 1,
+                None => self.pkts.push(packet(ch, i)),
             }
+        }
+    }
+
+    /// The number of packets read into it (selected or not).
+    pub fn packets(&self) -> usize {
+        self.n
+    }
+}
+
+/// The reader's sink that selects packets into a `Prepared` as they are read: the
+/// same selection and `Pkt` rows as `Prepared::fill` on the reader's columns, with
+/// no columns in between (`swell extract` reads this way).
+pub struct PrepSink<'a> {
+    prep: &'a mut Prepared,
+    cap: usize,
+}
+
+impl<'a> PrepSink<'a> {
+    /// Empty `prep` for a read of at most `cap` packets.
+    pub fn new(prep: &'a mut Prepared, cap: usize) -> Self {
+        prep.pkts.clear();
+        prep.addrs.clear();
+        prep.skipped = [0; 4];
+        prep.n = 0;
+        PrepSink { prep, cap }
+    }
+}
+
+impl Sink for PrepSink<'_> {
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    #[inline]
+    fn put(&mut self, i: usize, m: &Meta, r: &Row) {
+        let p = &mut *self.prep;
+        p.n = i + 1;
+        if let Some(k) = skip_reason(r.ipver, r.proto, r.frag, r.l4_ok) {
+            p.skipped[k] += 1;
+            return;
+        }
+        let raw = p.addrs.len() as u32;
+        p.addrs
+            .push([r.saddr_hi, r.saddr_lo, r.daddr_hi, r.daddr_lo]);
+        p.pkts.push(Pkt::new(
+            PktFields {
+                ts: m.ts_ns,
+                src: (r.saddr_hi, r.saddr_lo),
+                dst: (r.daddr_hi, r.daddr_lo),
+                sport: r.sport,
+                dport: r.dport,
+                proto: r.proto,
+                flags: r.tcp_flags,
+                seq: r.seq,
+                ack: r.ack,
+                pl: r.payload_len,
+                iplen: r.ip_len,
+                wire: m.wirelen,
+            },
+            raw,
+        ));
+    }
+}
+
+/// Where the addresses of a chunk's selected packets are (`Pkt::raw` indexes them):
+/// the reader's columns, or the selection's own copy.
+#[derive(Clone, Copy)]
+enum Addrs<'a> {
+    Cols(&'a Chunk<'a>),
+    Own(&'a [[u64; 4]]),
+}
+
+impl Addrs<'_> {
+    fn src(&self, raw: u32) -> (u64, u64) {
+        let i = raw as usize;
+        match self {
+            Addrs::Cols(ch) => (ch.saddr_hi[i], ch.saddr_lo[i]),
+            Addrs::Own(a) => (a[i][0], a[i][1]),
+        }
+    }
+
+    fn dst(&self, raw: u32) -> (u64, u64) {
+        let i = raw as usize;
+        match self {
+            Addrs::Cols(ch) => (ch.daddr_hi[i], ch.daddr_lo[i]),
+            Addrs::Own(a) => (a[i][2], a[i][3]),
         }
     }
 }
@@ -180,6 +286,9 @@ pub struct Tracker {
     pub pending_pairs: Option<(Vec<i64>, i64, Vec<usize>)>,
     /// What the pairs need of the connections, kept by the export.
     final_runs: Option<FinalRuns>,
+    /// The pools new blocks of `conns`, `cold`, `runs` and `vruns` come from, which
+    /// another thread may stock (`spares()`).
+    spares: Arc<Spares>,
 }
 
 fn hash_addr(hi: u64, lo: u64) -> u64 {
@@ -215,16 +324,22 @@ fn cut(r: &mut Run, cid: i64, dir: u8, ts: i64, nb: i64, sink: &mut RunList) {
 
 impl Tracker {
     pub fn new(udp_idle_ns: i64, tcp_idle_ns: i64) -> Self {
+        let spares = Arc::new(Spares {
+            conns: Conns::new_pool(),
+            cold: ColdList::new_pool(),
+            runs: RunList::new_pool(),
+        });
         Tracker {
             udp_idle_ns,
             tcp_idle_ns,
-            conns: Conns::default(),
-            cold: ColdList::default(),
+            conns: Conns::with_pool(spares.conns.clone()),
+            cold: ColdList::with_pool(spares.cold.clone()),
             keys: KeyTable::default(),
             host_of: Map::default(),
             host_addr: Vec::new(),
-            runs: RunList::default(),
-            vruns: RunList::default(),
+            runs: RunList::with_pool(spares.runs.clone()),
+            vruns: RunList::with_pool(spares.runs.clone()),
+            spares,
             hist: Map::default(),
             ambiguous: Vec::new(),
             t0_ns: None,
@@ -237,6 +352,12 @@ impl Tracker {
             pending_pairs: None,
             final_runs: None,
         }
+    }
+
+    /// The tracker's pools of spare blocks, for another thread to stock
+    /// (`Spares::fill`) while this one tracks.
+    pub fn spares(&self) -> Arc<Spares> {
+        self.spares.clone()
     }
 
     /// Process one chunk (all columns of equal length).
@@ -253,30 +374,54 @@ impl Tracker {
 
     /// Process one chunk whose packets `prep` selected (`Prepared::fill` on `ch`).
     pub fn add_prepared(&mut self, ch: &Chunk, prep: &mut Prepared) -> Result<(), String> {
-        let n = ch.ts_ns.len();
+        if prep.n != ch.ts_ns.len() {
+            return Err("prepared packets are not this chunk's".into());
+        }
+        let Prepared {
+            pkts, skipped, n, ..
+        } = prep;
+        self.add_selected(*n, *skipped, pkts, Addrs::Cols(ch))
+    }
+
+    /// Process the packets a `PrepSink` read into `prep` (the same as `add_prepared`
+    /// on the columns of that read).
+    pub fn add_read(&mut self, prep: &mut Prepared) -> Result<(), String> {
+        let Prepared {
+            pkts,
+            addrs,
+            skipped,
+            n,
+        } = prep;
+        self.add_selected(*n, *skipped, pkts, Addrs::Own(addrs))
+    }
+
+    fn add_selected(
+        &mut self,
+        n: usize,
+        skipped: [i64; 4],
+        pkts: &mut [Pkt],
+        addrs: Addrs,
+    ) -> Result<(), String> {
         if n == 0 {
             return Ok(());
         }
-        if prep.n != n {
-            return Err("prepared packets are not this chunk's".into());
-        }
         self.packets += n as i64;
         self.epoch = self.epoch.wrapping_add(1).max(1);
-        for (s, k) in self.skipped.iter_mut().zip(prep.skipped) {
+        for (s, k) in self.skipped.iter_mut().zip(skipped) {
             *s += k;
         }
-        if prep.pkts.is_empty() {
+        if pkts.is_empty() {
             return Ok(());
         }
-        self.process(ch, &mut prep.pkts)
+        self.process(addrs, pkts)
     }
 
-    fn process(&mut self, ch: &Chunk, pkts: &mut [Pkt]) -> Result<(), String> {
+    fn process(&mut self, addrs: Addrs, pkts: &mut [Pkt]) -> Result<(), String> {
         if self.t0_ns.is_none() {
             self.t0_ns = Some(pkts[0].ts);
         }
         let starts = self.assign(pkts);
-        let finals = self.new_conns(ch, pkts, &starts)?;
+        let finals = self.new_conns(addrs, pkts, &starts)?;
         self.counters_and_syn(pkts, &finals)?;
         self.data(pkts);
         Ok(())
@@ -355,7 +500,7 @@ impl Tracker {
     /// and make each the current connection of its key; returns the id per start.
     fn new_conns(
         &mut self,
-        ch: &Chunk,
+        addrs: Addrs,
         pkts: &[Pkt],
         starts: &[(i64, usize)],
     ) -> Result<Vec<i64>, String> {
@@ -373,14 +518,8 @@ impl Tracker {
             finals[j] = base + r as i64;
         }
         let sorted: Vec<&Pkt> = order.iter().map(|&j| &pkts[starts[j].1]).collect();
-        let src: Vec<(u64, u64)> = sorted
-            .iter()
-            .map(|p| (ch.saddr_hi[p.raw as usize], ch.saddr_lo[p.raw as usize]))
-            .collect();
-        let dst: Vec<(u64, u64)> = sorted
-            .iter()
-            .map(|p| (ch.daddr_hi[p.raw as usize], ch.daddr_lo[p.raw as usize]))
-            .collect();
+        let src: Vec<(u64, u64)> = sorted.iter().map(|p| addrs.src(p.raw)).collect();
+        let dst: Vec<(u64, u64)> = sorted.iter().map(|p| addrs.dst(p.raw)).collect();
         let sid = self.host_ids(&src)?;
         let did = self.host_ids(&dst)?;
         for (r, p) in sorted.iter().enumerate() {
@@ -645,32 +784,21 @@ fn handshake_ack(c: &mut Conn, p: &Pkt, j: usize, epoch: u32) {
 }
 
 fn packet(ch: &Chunk, i: usize) -> Pkt {
-    let hs = hash_addr(ch.saddr_hi[i], ch.saddr_lo[i]);
-    let hd = hash_addr(ch.daddr_hi[i], ch.daddr_lo[i]);
-    let (sp, dp) = (ch.sport[i] as u32, ch.dport[i] as u32);
-    let d = (hs > hd || (hs == hd && sp > dp)) as u8;
-    let (hlo, hhi) = if d == 0 { (hs, hd) } else { (hd, hs) };
-    let ports = if d == 0 { sp << 16 | dp } else { dp << 16 | sp };
-    let proto = ch.proto[i];
-    let key = hlo
-        .wrapping_mul(0xBF58_476D_1CE4_E5B9)
-        .wrapping_add(hhi.wrapping_mul(0x94D0_49BB_1331_11EB))
-        .wrapping_add((ports as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93))
-        .wrapping_add(proto as u64);
-    Pkt {
-        ts: ch.ts_ns[i],
-        key,
-        hlo,
-        cid: 0,
-        seq: ch.seq[i],
-        ack: ch.ack[i],
-        pl: ch.payload_len[i],
-        iplen: ch.ip_len[i],
-        wire: ch.wirelen[i],
-        ports,
-        raw: i as u32,
-        d,
-        proto,
-        flags: if proto == TCP { ch.tcp_flags[i] } else { 0 },
-    }
+    Pkt::new(
+        PktFields {
+            ts: ch.ts_ns[i],
+            src: (ch.saddr_hi[i], ch.saddr_lo[i]),
+            dst: (ch.daddr_hi[i], ch.daddr_lo[i]),
+            sport: ch.sport[i],
+            dport: ch.dport[i],
+            proto: ch.proto[i],
+            flags: ch.tcp_flags[i],
+            seq: ch.seq[i],
+            ack: ch.ack[i],
+            pl: ch.payload_len[i],
+            iplen: ch.ip_len[i],
+            wire: ch.wirelen[i],
+        },
+        i as u32,
+    )
 }

@@ -10,7 +10,10 @@
 //! inside a thread's malloc arena, is a copy into fresh memory) and only the pages in
 //! use are touched.
 
-use super::NEG;
+use std::sync::Arc;
+
+use super::spare::Pool;
+use super::{hash_addr, NEG, TCP};
 
 /// Ask the CPU to fetch the cache line at `p` (a hint: any address is fine).
 #[inline(always)]
@@ -202,7 +205,57 @@ pub(super) struct Pkt {
     pub(super) flags: u8,
 }
 
+/// What a `Pkt` is made of: one packet's fields as the reader decoded them.
+pub(super) struct PktFields {
+    pub ts: i64,
+    pub src: (u64, u64),
+    pub dst: (u64, u64),
+    pub sport: u16,
+    pub dport: u16,
+    pub proto: u8,
+    pub flags: u8,
+    pub seq: u32,
+    pub ack: u32,
+    pub pl: u32,
+    pub iplen: u32,
+    pub wire: u32,
+}
+
 impl Pkt {
+    /// The row of a selected packet (`raw`: where its addresses are). Direction 0 is
+    /// sent by the endpoint with the lower (address hash, port); the key mixes both
+    /// endpoints and the protocol.
+    #[inline]
+    pub(super) fn new(f: PktFields, raw: u32) -> Pkt {
+        let hs = hash_addr(f.src.0, f.src.1);
+        let hd = hash_addr(f.dst.0, f.dst.1);
+        let (sp, dp) = (f.sport as u32, f.dport as u32);
+        let d = (hs > hd || (hs == hd && sp > dp)) as u8;
+        let (hlo, hhi) = if d == 0 { (hs, hd) } else { (hd, hs) };
+        let ports = if d == 0 { sp << 16 | dp } else { dp << 16 | sp };
+        let key = hlo
+            .wrapping_mul(0xBF58_476D_1CE4_E5B9)
+            .wrapping_add(hhi.wrapping_mul(0x94D0_49BB_1331_11EB))
+            .wrapping_add((ports as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93))
+            .wrapping_add(f.proto as u64);
+        Pkt {
+            ts: f.ts,
+            key,
+            hlo,
+            cid: 0,
+            seq: f.seq,
+            ack: f.ack,
+            pl: f.pl,
+            iplen: f.iplen,
+            wire: f.wire,
+            ports,
+            raw,
+            d,
+            proto: f.proto,
+            flags: if f.proto == TCP { f.flags } else { 0 },
+        }
+    }
+
     /// The state lines of its connection this packet's counters and data steps touch.
     #[inline(always)]
     pub(super) fn prefetch(&self, conns: &Conns, data: bool) {
@@ -226,6 +279,8 @@ impl Pkt {
 pub struct Blocks<T, const BITS: u32> {
     blocks: Vec<Vec<T>>,
     len: usize,
+    /// Where new blocks come from when it has one ready (`conntrack_spare.rs`).
+    pool: Option<Arc<Pool<T>>>,
 }
 
 impl<T, const BITS: u32> Default for Blocks<T, BITS> {
@@ -233,11 +288,25 @@ impl<T, const BITS: u32> Default for Blocks<T, BITS> {
         Blocks {
             blocks: Vec::new(),
             len: 0,
+            pool: None,
         }
     }
 }
 
 impl<T, const BITS: u32> Blocks<T, BITS> {
+    /// Empty, taking new blocks from `pool` when it has one.
+    pub fn with_pool(pool: Arc<Pool<T>>) -> Self {
+        Blocks {
+            pool: Some(pool),
+            ..Self::default()
+        }
+    }
+
+    /// A pool of blocks of this store's size.
+    pub fn new_pool() -> Arc<Pool<T>> {
+        Arc::new(Pool::new(1 << BITS))
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -248,7 +317,9 @@ impl<T, const BITS: u32> Blocks<T, BITS> {
 
     pub fn push(&mut self, x: T) {
         if self.len.is_multiple_of(1 << BITS) {
-            self.blocks.push(Vec::with_capacity(1 << BITS));
+            let spare = self.pool.as_ref().and_then(|p| p.take());
+            self.blocks
+                .push(spare.unwrap_or_else(|| Vec::with_capacity(1 << BITS)));
         }
         self.blocks.last_mut().expect("a block").push(x);
         self.len += 1;

@@ -303,7 +303,9 @@ pub unsafe extern "C" fn swell_pcap_offset(h: *const Handle) -> u64 {
 /// C ABI of the native connection tracker (`conntrack.rs`) for Python's ctypes
 /// (`extract/conntrack.py`): create, add chunks by pointer, export the state, free.
 pub mod ct_abi {
-    use crate::conntrack::{Chunk, Cold, Conn, Dir, PairCols, Prepared, Tracker};
+    use crate::conntrack::{Chunk, Cold, Conn, Dir, PairCols, PrepSink, Prepared, Spares, Tracker};
+
+    use std::sync::Arc;
 
     use std::ffi::c_char;
     use std::slice::from_raw_parts;
@@ -476,6 +478,85 @@ pub mod ct_abi {
         };
         p.fill(&chunk_of(c, n));
         0
+    }
+
+    /// Read up to `cap` packets of trace `h` straight into the selection `p` (no
+    /// columns; `swell_ct_add_read` then tracks them): the number of packets read, 0 at
+    /// the end of the trace, -1 on an error (its message: `swell_pcap_error`).
+    ///
+    /// # Safety
+    /// `h` comes from a trace open call, `p` from `swell_ct_prep_new`.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_read_prepare(
+        h: *mut super::Handle,
+        p: *mut Prepared,
+        cap: usize,
+    ) -> i64 {
+        let (Some(h), Some(p)) = (h.as_mut(), p.as_mut()) else {
+            return -1;
+        };
+        match h.reader.read(&mut PrepSink::new(p, cap)) {
+            Ok(n) => n as i64,
+            Err(e) => {
+                h.error = format!("read error: {e}");
+                -1
+            }
+        }
+    }
+
+    /// The tracker's pools of spare blocks, to stock from another thread with
+    /// `swell_ct_spares_fill` (see `conntrack_spare.rs`); free with `swell_ct_spares_free`.
+    ///
+    /// # Safety
+    /// `h` comes from `swell_ct_new` and is not being used by another thread.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_spares(h: *const Tracker) -> *mut Arc<Spares> {
+        match h.as_ref() {
+            Some(t) => Box::into_raw(Box::new(t.spares())),
+            None => std::ptr::null_mut(),
+        }
+    }
+
+    /// Page in spare blocks for the tracker (safe while the tracker works).
+    ///
+    /// # Safety
+    /// `s` comes from `swell_ct_spares` and is not freed.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_spares_fill(s: *const Arc<Spares>) -> i32 {
+        match s.as_ref() {
+            Some(s) => {
+                s.fill();
+                0
+            }
+            None => -1,
+        }
+    }
+
+    /// # Safety
+    /// `s` comes from `swell_ct_spares` and is not used afterwards (NULL is ignored).
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_spares_free(s: *mut Arc<Spares>) {
+        if !s.is_null() {
+            drop(Box::from_raw(s));
+        }
+    }
+
+    /// Track the packets `swell_ct_read_prepare` read into `p`.
+    ///
+    /// # Safety
+    /// `h` comes from `swell_ct_new`, `p` from `swell_ct_prep_new`; `err` is writable
+    /// for `errlen` bytes.
+    #[no_mangle]
+    pub unsafe extern "C" fn swell_ct_add_read(
+        h: *mut Tracker,
+        p: *mut Prepared,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> i32 {
+        let (Some(t), Some(p)) = (h.as_mut(), p.as_mut()) else {
+            return -1;
+        };
+        result(t.add_read(p), err, errlen)
     }
 
     /// `swell_ct_add` for a chunk already selected into `p` by `swell_ct_prepare`.

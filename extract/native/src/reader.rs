@@ -11,7 +11,7 @@
 
 use std::io::{self, Read};
 
-use crate::columns::{Columns, Meta};
+use crate::columns::{Meta, Sink};
 use crate::dissect::{dissect, linktype_known, Row};
 use crate::source::Source;
 use crate::warn::{Warn, Warnings};
@@ -132,7 +132,7 @@ fn clamp_ns(v: i128) -> i64 {
 }
 
 /// Decode one packet and store it in row `i`; update the totals.
-fn store(st: &mut Stats, cols: &mut Columns, i: usize, m: &Meta, data: &[u8]) {
+fn store(st: &mut Stats, cols: &mut impl Sink, i: usize, m: &Meta, data: &[u8]) {
     let mut row = Row::default();
     if let Some(w) = dissect(data, m.linktype, m.wirelen, &mut row) {
         st.warnings.add(w);
@@ -240,8 +240,10 @@ impl Reader {
         Ok(r)
     }
 
-    /// Fill up to the columns' capacity; 0 rows means the end of the file.
-    pub fn read(&mut self, cols: &mut Columns) -> io::Result<usize> {
+    /// Fill up to the sink's capacity (the columns a Python read fills, or a native
+    /// consumer such as the connection tracker's selection); 0 rows means the end of
+    /// the file.
+    pub fn read(&mut self, cols: &mut impl Sink) -> io::Result<usize> {
         if self.done {
             return Ok(0);
         }
@@ -258,7 +260,7 @@ impl Reader {
         self.done = true;
     }
 
-    fn read_pcap(&mut self, cols: &mut Columns, nano: bool, modified: bool) -> io::Result<usize> {
+    fn read_pcap(&mut self, cols: &mut impl Sink, nano: bool, modified: bool) -> io::Result<usize> {
         let hl = if modified { 24 } else { 16 };
         let be = self.be;
         let linktype = self.ifaces[0].linktype;
@@ -333,7 +335,7 @@ impl Reader {
         Ok(found.is_some())
     }
 
-    fn read_pcapng(&mut self, cols: &mut Columns) -> io::Result<usize> {
+    fn read_pcapng(&mut self, cols: &mut impl Sink) -> io::Result<usize> {
         let mut n = 0;
         loop {
             if !self.src.fill(8)? {
@@ -385,7 +387,7 @@ impl Reader {
     }
 
     /// Handle one complete block at the read position; true if a row was stored.
-    fn block(&mut self, btype: u32, blen: usize, cols: &mut Columns, i: usize) -> bool {
+    fn block(&mut self, btype: u32, blen: usize, cols: &mut impl Sink, i: usize) -> bool {
         let be = self.be;
         let b = self.src.peek(blen);
         if rd32(be, b, blen - 4) as usize != blen {
