@@ -20,7 +20,7 @@ compared column by column; the finished runs stay native, for
 :meth:`NativeTracker.pairs`, which frees the connection state first (the export
 kept what the pairs need of it).
 
-Packet-pair estimates whose histogram bin lies within 1e-7 of a bin edge are
+Packet-pair estimates within a relative 1e-7 of a histogram bin edge are
 binned here with numpy's ``log10`` (libm's may differ by an ulp), so the
 histogram is identical too.
 """

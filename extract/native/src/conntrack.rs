@@ -24,7 +24,7 @@
 //! a chunk sorted by address hash, sources first), so the exported state can
 //! be fed to the same `finish` code. Nothing is stored per packet beyond one
 //! chunk of scratch. Request/response pairs are computed natively at the end
-//! (`conntrack_pairs.rs`); packet-pair estimates that fall within 1e-7 of a
+//! (`conntrack_pairs.rs`); packet-pair estimates within a relative 1e-7 of a
 //! histogram bin edge are handed to Python for numpy's `log10`. The C ABI is in
 //! `lib.rs` (`swell_ct_*`).
 
@@ -66,8 +66,8 @@ pub const CAP_BINS_PER_DECADE: f64 = 40.0;
 pub const CAP_LOG_MIN: f64 = 4.0;
 pub const CAP_NBINS: i64 = 280;
 const NEG: i64 = -(1 << 62);
-/// Bin positions this close to an integer are left to numpy (its log10 may round
-/// differently from libm's by an ulp).
+/// Capacity estimates this close (relative) to a histogram bin edge are left to
+/// numpy, whose log10 decides their bin (`cap_bin`).
 const AMBIGUOUS: f64 = 1e-7;
 /// How many packets ahead the loops prefetch the state a packet will touch.
 const AHEAD: usize = 10;
@@ -274,6 +274,8 @@ pub struct Tracker {
     pub hist: Map<i64, i64>,
     /// Packet-pair estimates whose bin numpy decides: (host, bits per second).
     pub ambiguous: Vec<(i64, f64)>,
+    /// The histogram's bin edges (`cap_edges`).
+    edges: Vec<f64>,
     pub t0_ns: Option<i64>,
     pub packets: i64,
     pub duplicates: i64,
@@ -342,6 +344,7 @@ impl Tracker {
             spares,
             hist: Map::default(),
             ambiguous: Vec::new(),
+            edges: cap_edges(),
             t0_ns: None,
             packets: 0,
             duplicates: 0,
@@ -756,14 +759,58 @@ impl Tracker {
     }
 
     fn pair(&mut self, host: i64, bps: f64) {
-        let x = (bps.log10() - CAP_LOG_MIN) * CAP_BINS_PER_DECADE;
-        if (x - x.round()).abs() < AMBIGUOUS {
-            self.ambiguous.push((host, bps));
-            return;
-        }
-        let b = (x as i64).clamp(0, CAP_NBINS - 1);
+        let b = match cap_bin(&self.edges, bps) {
+            Some(b) => b,
+            None => {
+                self.ambiguous.push((host, bps));
+                return;
+            }
+        };
         *self.hist.entry(host * CAP_NBINS + b).or_insert(0) += 1;
     }
+}
+
+/// The packet-pair histogram's bin edges in bit/s: `10^(CAP_LOG_MIN + k / 40)`,
+/// k = 0..=CAP_NBINS (each within an ulp).
+fn cap_edges() -> Vec<f64> {
+    (0..=CAP_NBINS)
+        .map(|k| 10f64.powf(CAP_LOG_MIN + k as f64 / CAP_BINS_PER_DECADE))
+        .collect()
+}
+
+/// The histogram bin of a capacity estimate, numpy's
+/// `clip(int((log10(bps) - CAP_LOG_MIN) * 40), 0, CAP_NBINS - 1)`, without a
+/// logarithm: an estimate of the bin from the float's exponent and mantissa (within
+/// two bins), then comparisons with the edges. None when `bps` is within a relative
+/// `AMBIGUOUS` of an inner edge (or not a positive finite number): numpy's `log10`
+/// then decides (`extract/conntrack.py`). Elsewhere the comparison is exact while
+/// numpy's value is off by ~1e-13 bins, so both give the same bin.
+#[inline]
+fn cap_bin(edges: &[f64], bps: f64) -> Option<i64> {
+    if !(bps > 0.0 && bps.is_finite()) {
+        return None;
+    }
+    let bits = bps.to_bits();
+    let exp = ((bits >> 52) & 0x7FF) as i64 - 1023;
+    let mant = f64::from_bits((bits & ((1 << 52) - 1)) | (1023 << 52)) - 1.0;
+    // log2(bps) ~ exp + mant (error < 0.09, i.e. < 1.1 bins)
+    let approx =
+        ((exp as f64 + mant) * std::f64::consts::LOG10_2 - CAP_LOG_MIN) * CAP_BINS_PER_DECADE;
+    let n = CAP_NBINS as usize;
+    // k: the number of inner edges (1..n-1) at or below bps, i.e. the clipped bin
+    let mut k = (approx.max(-1.0).min(n as f64) as i64).clamp(0, n as i64 - 1) as usize;
+    while k > 0 && bps < edges[k] {
+        k -= 1;
+    }
+    while k + 1 < n && bps >= edges[k + 1] {
+        k += 1;
+    }
+    for e in [k, k + 1] {
+        if (1..n).contains(&e) && (bps / edges[e] - 1.0).abs() < AMBIGUOUS {
+            return None;
+        }
+    }
+    Some(k as i64)
 }
 
 /// The client's first ACK of the handshake (numpy's `_handshake`, ACK part): after the

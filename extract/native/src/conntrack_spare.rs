@@ -121,7 +121,10 @@ mod tests {
         for i in 0..100u64 {
             b.push(i);
         }
-        assert_eq!(b.iter().copied().collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+        assert_eq!(
+            b.iter().copied().collect::<Vec<_>>(),
+            (0..100).collect::<Vec<_>>()
+        );
         assert!(pool.take().is_none()); // the one spare went into the store
     }
 }

@@ -138,3 +138,42 @@ fn blocks_keep_order_across_blocks() {
         .all(|(i, &x)| x == 3 * i as u64 + (i == 37) as u64));
     assert_eq!(b.ptr(17), &b[17] as *const u64);
 }
+
+/// `cap_bin` against the logarithm (numpy's rule) over many magnitudes, edges included.
+#[test]
+fn cap_bin_matches_the_logarithm() {
+    let edges = cap_edges();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut values: Vec<f64> = edges
+        .iter()
+        .flat_map(|&e| [e, e * (1.0 + 1e-6), e * (1.0 - 1e-6)])
+        .collect();
+    for _ in 0..200_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        values.push(10f64.powf(2.0 + 11.0 * (x >> 11) as f64 / (1u64 << 53) as f64));
+    }
+    values.extend([1.0, 9_999.0, 1e11, 5e12, f64::MAX]);
+    let (mut decided, mut left) = (0, 0);
+    for bps in values {
+        let xl = (bps.log10() - CAP_LOG_MIN) * CAP_BINS_PER_DECADE;
+        let want = (xl as i64).clamp(0, CAP_NBINS - 1);
+        match cap_bin(&edges, bps) {
+            Some(b) => {
+                assert_eq!(b, want, "bps {bps}");
+                decided += 1;
+            }
+            None => {
+                left += 1;
+                assert!(
+                    (xl - xl.round()).abs() < 1e-5,
+                    "left to numpy far from an edge: {bps}"
+                );
+            }
+        }
+    }
+    assert!(decided > 200_000 && left >= CAP_NBINS as usize - 1 && left < 1000);
+    assert_eq!(cap_bin(&edges, 0.0), None);
+    assert_eq!(cap_bin(&edges, f64::INFINITY), None);
+}
