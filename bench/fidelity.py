@@ -58,7 +58,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -407,9 +406,9 @@ def main() -> int:
                     "load within 5%% of the model's mean (docs/fidelity.md: it does not help "
                     "short runs)")
     args = ap.parse_args()
-    from swell.cli import _terminated
+    from swell.cli import unwind_on_sigterm
 
-    signal.signal(signal.SIGTERM, _terminated)  # kill PID tears the dumbbell down
+    unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE
     CALIBRATE = args.calibrate
     for cap in CAPTURES:
