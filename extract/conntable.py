@@ -10,37 +10,82 @@ server->client columns, and cuts the request/response runs into pairs.
 Speed: with the native tracker the pairs are computed in Rust, with the GIL
 released, in a worker thread while this thread builds the table's columns and the
 host address texts, so the two overlap on two cores. The columns do not depend on
-the pairs except ``num_pairs``, filled last. Results are the same either way.
+the pairs except ``num_pairs``. :func:`finish_table` does not wait for them: it
+returns a :class:`PendingTable`, a :class:`ConnTable` whose ``pairs`` and ``cols``
+attributes wait for the native pairs (and add ``num_pairs``) when first read, so
+every caller sees a complete table. Code that knows this (the model fit, see
+``sessions.ready_cols``) reads the other columns through
+:meth:`PendingTable.ready_cols` first and works on them while the pairs are being
+computed. Results are the same either way.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+import itertools
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from swell.extract.connections import TCP, UDP, ConnTable, addr_text
-from swell.extract.sessions import KNOWN_PORTS as _KNOWN_PORTS
-from swell.extract.sessions import pairs_from_runs
+from swell.extract.sessions import KNOWN_PORTS, pairs_from_runs
 
 if TYPE_CHECKING:
     from swell.extract.connections import ConnectionBuilder
 
 
+_KNOWN_FLAT = KNOWN_PORTS.ravel()  # [proto * 65536 + port]
+# decimal digits of 0..255, left-aligned in 3 bytes (NUL-padded), and their number
+_DIGITS = np.array([list(str(v).encode().ljust(3, b"\0")) for v in range(256)], dtype=np.uint8)
+_NDIGITS = np.array([len(str(v)) for v in range(256)], dtype=np.intp)
+
+
+def host_texts(addr: list[tuple[int, int]]) -> list[str]:
+    """``[addr_text(hi, lo) for hi, lo in addr]``, IPv4 addresses formatted by numpy
+    (a Python f-string per host took ~75 ms for 143,000 hosts, holding the GIL): each
+    address is written as ``a.b.c.d\n`` into a 16-byte row (the digits of each octet,
+    from a table, NUL past them), the NULs dropped, and the text split at the newlines.
+    IPv6 addresses go through :func:`addr_text`."""
+    n = len(addr)
+    if n == 0:
+        return []
+    a = np.fromiter(itertools.chain.from_iterable(addr), dtype=np.uint64, count=2 * n)
+    hi, lo = a[0::2], a[1::2]
+    flat = np.zeros(16 * n, dtype=np.uint8)
+    pos = np.arange(0, 16 * n, 16)
+    for j, shift in enumerate((24, 16, 8, 0)):
+        octet = ((lo >> np.uint64(shift)) & np.uint64(255)).astype(np.intp)
+        digits = _DIGITS[octet]
+        for k in range(3):  # NULs past the digits: overwritten next, or dropped
+            flat[pos + k] = digits[:, k]
+        pos += _NDIGITS[octet]
+        flat[pos] = ord("." if j < 3 else "\n")
+        pos += 1
+    texts = flat[flat != 0].tobytes().decode("ascii").split("\n")[:-1]
+    v6 = np.flatnonzero((hi != 0) | ((lo >> np.uint64(32)) != 0xFFFF))
+    for i in v6.tolist():
+        texts[i] = addr_text(*addr[i])
+    return texts
+
+
 def client_dir(b: ConnectionBuilder) -> tuple[np.ndarray, np.ndarray]:
-    """Canonical direction of the client per connection, and whether it was inferred."""
+    """Canonical direction of the client per connection, and whether it was inferred.
+
+    On the critical path (the native pairs wait for it), so computed in the state's
+    small dtypes, with one flat lookup per endpoint in the known-port table."""
     c = b.conn
-    syn_dir, sa_dir = c.view("syn_dir").astype(np.int64), c.view("synack_dir").astype(np.int64)
-    proto = c.view("proto").astype(np.int64)
+    syn_dir, sa_dir, proto = c.view("syn_dir"), c.view("synack_dir"), c.view("proto")
+    row = proto.astype(np.intp) << 16  # = proto * 65536: the table's row
     p_lo, p_hi = c.view("ep_lo") & 0xFFFF, c.view("ep_hi") & 0xFFFF
-    k_lo, k_hi = _KNOWN_PORTS[proto, p_lo], _KNOWN_PORTS[proto, p_hi]
-    by_port = np.where(k_lo & ~k_hi, 1, np.where(k_hi & ~k_lo, 0, (p_lo < p_hi).astype(np.int64)))
-    udp_guess = np.where(k_lo != k_hi, by_port, c.view("first_dir").astype(np.int64))
+    k_lo, k_hi = _KNOWN_FLAT[row | p_lo], _KNOWN_FLAT[row | p_hi]
+    # the side on a well-known port is the server; else the higher port is the client
+    by_port = np.where(k_lo != k_hi, k_lo, p_lo < p_hi)
+    udp_guess = np.where(k_lo != k_hi, by_port, c.view("first_dir"))
     guess = np.where(proto == UDP, udp_guess, by_port)
     cdir = np.where(syn_dir >= 0, syn_dir, np.where(sa_dir >= 0, 1 - sa_dir, guess))
     inferred = (syn_dir < 0) & (sa_dir < 0)
-    return cdir, inferred
+    return cdir.astype(np.int64), inferred
 
 
 def _pieces(b: ConnectionBuilder, pre: str, done: list[dict[str, np.ndarray]]) -> list[dict]:
@@ -79,25 +124,87 @@ def _all_runs(b: ConnectionBuilder, one_way: np.ndarray) -> dict[str, np.ndarray
     return runs
 
 
+class PendingTable(ConnTable):
+    """A :class:`ConnTable` whose pairs are still being computed in a worker thread.
+
+    Reading ``pairs`` or ``cols`` waits for them (re-raising the worker's error) and
+    adds the ``num_pairs`` column; :meth:`ready_cols` gives the other columns without
+    waiting. Pickling or copying gives a plain, complete :class:`ConnTable`.
+    """
+
+    def __init__(
+        self,
+        t0_ns: int,
+        hosts: list[str],
+        cols: dict[str, np.ndarray],
+        stats: dict[str, Any],
+        pairs: Future[dict[str, np.ndarray]],
+    ) -> None:
+        # the dataclass fields, but ``cols`` and ``pairs`` behind the properties below
+        self.t0_ns, self.hosts, self.stats = t0_ns, hosts, stats
+        self._cols, self._pairs = cols, {}
+        self._future: Future[dict[str, np.ndarray]] | None = pairs
+        self._lock = threading.Lock()
+
+    def _wait(self) -> PendingTable:
+        if self._future is not None:
+            with self._lock:
+                if self._future is not None:
+                    pairs = self._future.result()
+                    n = len(self._cols["proto"])
+                    self._cols["num_pairs"] = np.bincount(pairs["conn"], minlength=n).astype(
+                        np.int64
+                    )
+                    self._pairs, self._future = pairs, None
+        return self
+
+    @property
+    def cols(self) -> dict[str, np.ndarray]:  # type: ignore[override]
+        return self._wait()._cols
+
+    @cols.setter
+    def cols(self, value: dict[str, np.ndarray]) -> None:
+        self._wait()._cols = value
+
+    @property
+    def pairs(self) -> dict[str, np.ndarray]:  # type: ignore[override]
+        return self._wait()._pairs
+
+    @pairs.setter
+    def pairs(self, value: dict[str, np.ndarray]) -> None:
+        self._wait()._pairs = value
+
+    def ready_cols(self) -> dict[str, np.ndarray]:
+        """The columns, without waiting: all but ``num_pairs`` while the pairs are pending
+        (the dict then gains ``num_pairs``; do not modify it)."""
+        return self._cols
+
+    def __len__(self) -> int:
+        return len(self._cols["proto"])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ConnTable, (self.t0_ns, self.hosts, self.cols, self.pairs, self.stats))
+
+
 def finish_table(b: ConnectionBuilder) -> ConnTable:
     """The connection table of a builder whose chunks are all in (see module docstring)."""
     t0 = b.t0_ns if b.t0_ns is not None else 0
-    n = b.conn.n
     cdir, inferred = client_dir(b)
     if b.native_pairs is None:
         return _table(b, cdir, inferred, t0, native=False)
-    # native pairs (GIL released) overlap with the columns and host texts built here
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="swell-pairs") as pool:
-        fut = pool.submit(b.native_pairs, cdir, t0)
-        try:
-            table = _table(b, cdir, inferred, t0, native=True)
-            if b.native_hist is not None:
-                b.pair_hist, b.native_hist = b.native_hist(), None
-        finally:
-            pairs = fut.result()
-    table.pairs = pairs
-    table.cols["num_pairs"] = np.bincount(pairs["conn"], minlength=n).astype(np.int64)
-    return table
+    # native pairs (GIL released) overlap with the columns and host texts built here,
+    # and then with whatever the caller does until it reads the pairs
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swell-pairs")
+    fut = pool.submit(b.native_pairs, cdir, t0)
+    pool.shutdown(wait=False)  # the thread ends with its one task
+    try:
+        table = _table(b, cdir, inferred, t0, native=True)
+        if b.native_hist is not None:
+            b.pair_hist, b.native_hist = b.native_hist(), None
+    except BaseException:
+        wait([fut])  # the tracker's last step ends before the error leaves
+        raise
+    return PendingTable(table.t0_ns, table.hosts, table.cols, table.stats, fut)
 
 
 def _table(
@@ -152,7 +259,7 @@ def _table(
     if not native:
         pairs = pairs_from_runs(_all_runs(b, one_way & is_tcp), cdir, t0)
         cols["num_pairs"] = np.bincount(pairs["conn"], minlength=n).astype(np.int64)
-    hosts = [addr_text(hi, lo) for hi, lo in b.host_addr]
+    hosts = host_texts(b.host_addr)
     stats = {
         "packets": b.packets,
         "duplicates": b.duplicates,

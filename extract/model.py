@@ -175,7 +175,9 @@ def fit_model(
 ) -> SwingModel:
     """Build a :class:`SwingModel` from a connection table."""
     ev = ev or Evidence()
-    # independent; numpy releases the GIL in its sorts and large loops: use both cores
+    # independent; numpy releases the GIL in its sorts and large loops: use both cores.
+    # Neither needs the pairs first: with a PendingTable (native tracker) both start
+    # while the pairs are still being computed, app_parameters waits for them last.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="swell-net") as pool:
         fut = pool.submit(estimate_network, table, pair_hist, ev)
         params, summary = app_parameters(table, th)
@@ -190,10 +192,9 @@ def fit_model(
             arrays[f"app/{app}/{name}"] = np.asarray(
                 v, dtype=np.int64 if name in INT_PARAMS else np.float64
             )
+    texts = np.array(table.hosts, dtype=str)  # the longest text's width: no fresh U45 copy
     for side, vals in net.sides.items():
-        arrays[f"net/{side}/hosts"] = np.array(
-            [table.hosts[i] for i in vals["hosts"]], dtype=str
-        ).astype("U45")
+        arrays[f"net/{side}/hosts"] = texts[vals["hosts"]].astype("U45")
         for p in NET_PARAMS:
             arrays[f"net/{side}/{p}"] = vals[p].astype(np.float64)
             arrays[f"net/{side}/{p}_measured"] = vals[f"{p}_measured"].astype(bool)

@@ -43,6 +43,7 @@ from swell.extract.connections import (
     CAP_NBINS,
     ConnTable,
 )
+from swell.extract.sessions import ready_cols
 
 SIDES = ("client", "server")
 NET_PARAMS = ("delay_s", "capacity_bps", "loss")
@@ -69,19 +70,26 @@ class NetworkModel:
 
 
 def _median_by(ids: np.ndarray, vals: np.ndarray, hosts: np.ndarray) -> np.ndarray:
-    """Median of ``vals`` per id in ``hosts`` (NaN where a host has no value)."""
+    """Median of ``vals`` per id in ``hosts`` (sorted; every id is one of them; NaN where
+    a host has no value)."""
     ok = ~np.isnan(vals)
     ids, vals = ids[ok], vals[ok]
     out = np.full(len(hosts), np.nan)
-    if len(ids) == 0:
+    m = len(ids)
+    if m == 0:
         return out
-    o = np.lexsort((vals, ids))
-    ids, vals = ids[o], vals[o]
-    u, first, cnt = np.unique(ids, return_index=True, return_counts=True)
-    lo = vals[first + (cnt - 1) // 2]
-    hi = vals[first + cnt // 2]
-    pos = np.searchsorted(hosts, u)
-    out[pos] = (lo + hi) / 2
+    # values sorted by (id, value): one integer sort of id * m + the value's rank (ids
+    # are host ids, below 2 * connections, so this stays far inside int64); only the
+    # values are read, so how equal values are ordered does not matter
+    by_val = np.argsort(vals)
+    rank = np.empty(m, dtype=np.int64)
+    rank[by_val] = np.arange(m)
+    svals = vals[by_val][np.sort(ids * m + rank) % m]
+    cnt = np.bincount(ids, minlength=int(hosts[-1]) + 1)[hosts]
+    first = np.cumsum(cnt) - cnt
+    has = cnt > 0
+    first, cnt = first[has], cnt[has]
+    out[has] = (svals[first + (cnt - 1) // 2] + svals[first + cnt // 2]) / 2
     return out
 
 
@@ -97,13 +105,24 @@ def _host_modes(pair_hist: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.n
         return z, z.astype(float), z
     codes = np.fromiter(pair_hist.keys(), dtype=np.int64, count=len(pair_hist))
     counts = np.fromiter(pair_hist.values(), dtype=np.int64, count=len(pair_hist))
-    host, b = codes // CAP_NBINS, codes % CAP_NBINS
-    o = np.lexsort((-counts, host))
-    host, b, counts = host[o], b[o], counts[o]
-    first = np.ones(len(host), dtype=bool)
-    first[1:] = host[1:] != host[:-1]
-    total = np.add.reduceat(counts, np.flatnonzero(first))
-    mode_host, mode_bin = host[first], b[first]
+    n, host = len(codes), codes // CAP_NBINS
+    # a host's mode is its fullest bin, the first in the dict's order of equally full
+    # ones (what lexsort((-counts, host)) puts first): the entry with the largest
+    # counts * n + (n - 1 - index) among the host's, its entries made consecutive by a
+    # stable sort by host (conntrack's dict is sorted by code, hence by host, already)
+    if int(counts.max()) < (1 << 62) // n:
+        sort = not np.all(host[1:] >= host[:-1])
+        idx = np.argsort(host, kind="stable") if sort else np.arange(n)
+        h, cnt = host[idx], counts[idx]
+        starts = np.flatnonzero(np.r_[True, h[1:] != h[:-1]])
+        mode = n - 1 - np.maximum.reduceat(cnt * n + (n - 1 - idx), starts) % n
+    else:  # the combined key would overflow
+        idx = np.lexsort((-counts, host))
+        h, cnt = host[idx], counts[idx]
+        starts = np.flatnonzero(np.r_[True, h[1:] != h[:-1]])
+        mode = idx[starts]
+    total = np.add.reduceat(cnt, starts)
+    mode_host, mode_bin = h[starts], codes[mode] % CAP_NBINS
     cap = 10 ** (CAP_LOG_MIN + (mode_bin + 0.5) / CAP_BINS_PER_DECADE)
     return mode_host, cap, total
 
@@ -123,9 +142,10 @@ def _capacity_of(
 def _loss_by(
     ids: np.ndarray, retx: np.ndarray, data: np.ndarray, hosts: np.ndarray, min_segments: int
 ) -> np.ndarray:
-    pos = np.searchsorted(hosts, ids)
-    r = np.bincount(pos, weights=retx, minlength=len(hosts))
-    d = np.bincount(pos, weights=data, minlength=len(hosts))
+    # host ids are small non-negative integers, ``hosts`` sorted and holding every id
+    size = int(hosts[-1]) + 1 if len(hosts) else 0
+    r = np.bincount(ids, weights=retx, minlength=size)[hosts]
+    d = np.bincount(ids, weights=data, minlength=size)[hosts]
     return np.where(d >= max(min_segments, 1), r / np.maximum(d, 1), np.nan)
 
 
@@ -160,7 +180,7 @@ def estimate_network(
 ) -> NetworkModel:
     """Per-host delay, capacity and loss for both sides (see module docstring)."""
     ev = ev or Evidence()
-    c = table.cols
+    c = ready_cols(table)  # no num_pairs needed: do not wait for pending pairs
     tcp = c["proto"] == 6
     net = NetworkModel(sides={})
     server_leg = c["server_leg"]

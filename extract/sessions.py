@@ -80,17 +80,49 @@ def app_labels(table: ConnTable) -> np.ndarray:
     return np.array(names, dtype=object)[code] if len(code) else np.array([], dtype=object)
 
 
+def ready_cols(table: ConnTable) -> dict[str, np.ndarray]:
+    """The table's columns available now: while the native pairs of a
+    :class:`~swell.extract.conntable.PendingTable` are still being computed, every
+    column but ``num_pairs`` (reading ``table.cols`` would wait for them)."""
+    from swell.extract.conntable import PendingTable  # conntable imports this module
+
+    return table.ready_cols() if isinstance(table, PendingTable) else table.cols
+
+
 def app_codes(table: ConnTable) -> tuple[list[str], np.ndarray]:
     """The sorted application labels and each connection's index into them: what
     ``np.unique(app_labels(table), return_inverse=True)`` gives, without sorting
     strings per connection (only the distinct (transport, server port) pairs)."""
-    proto, sport = table.cols["proto"], table.cols["sport"]
-    uc, inv = np.unique(proto.astype(np.int64) * 65536 + sport, return_inverse=True)
+    names, code, _ = _app_index(ready_cols(table))
+    return names, code
+
+
+def _app_index(
+    c: dict[str, np.ndarray],
+) -> tuple[list[str], np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`app_codes` of the columns ``c``, plus per distinct (transport, server
+    port), in increasing order: that pair (proto * 65536 + port), its application and
+    its number of connections."""
+    proto, sport = c["proto"], c["sport"]
+    tcp = proto == TCP
+    if np.all(tcp | (proto == UDP)):
+        # np.unique(proto * 65536 + sport, return_inverse=True) without a sort:
+        # a count per (transport, port) and a lookup table
+        key = np.where(tcp, 0, 65536) + sport
+        seen = np.bincount(key, minlength=2 * 65536)
+        used = np.flatnonzero(seen)
+        lut = np.zeros(len(seen), dtype=np.int64)
+        lut[used] = np.arange(len(used))
+        uc, inv = np.where(used < 65536, TCP * 65536, UDP * 65536 - 65536) + used, lut[key]
+    else:
+        uc, inv = np.unique(proto.astype(np.int64) * 65536 + sport, return_inverse=True)
     per_uc = [app_name(int(k) // 65536, int(k) % 65536) for k in uc]
     names = sorted(set(per_uc))
     rank = {name: i for i, name in enumerate(names)}
     to_code = np.array([rank[x] for x in per_uc], dtype=np.int64)
-    return names, to_code[inv.ravel()] if len(uc) else np.zeros(0, dtype=np.int64)
+    inv = inv.ravel()
+    code = to_code[inv] if len(uc) else np.zeros(0, dtype=np.int64)
+    return names, code, (uc, to_code, np.bincount(inv, minlength=len(uc)))
 
 
 def pairs_from_runs(
@@ -175,16 +207,43 @@ class Grouping:
     rre: np.ndarray  # RRE id per sorted connection
     session: np.ndarray  # session id per sorted connection
     think: np.ndarray  # idle gap before each RRE start (NaN at session start)
+    new_client: np.ndarray  # first connection of its (app, client) group, per sorted one
+
+
+def _sort_order(key: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.lexsort((x, key))`` (by ``key`` >= 0, then ``x``, then row) as one integer sort:
+    of (key * ranks + x's dense rank) * n + row, where it fits in int64 and ``x`` has
+    no NaN (else by lexsort itself). Several times faster than lexsort's two stable
+    sorts, one of them on floats."""
+    n = len(key)
+    if n < 2 or np.isnan(x).any():
+        return np.lexsort((x, key))
+    by_x = np.argsort(x)  # any order of equal values: the row breaks the ties below
+    xs = x[by_x]
+    step = np.empty(n, dtype=np.int64)
+    step[0] = 0
+    np.not_equal(xs[1:], xs[:-1], out=step[1:])
+    xrank = np.empty(n, dtype=np.int64)
+    xrank[by_x] = np.cumsum(step)
+    ranks = int(xrank.max()) + 1
+    if (int(key.max()) + 1) * ranks * n >= 1 << 63:
+        return np.lexsort((x, key))
+    combined = (key * ranks + xrank) * n + np.arange(n)
+    combined.sort()
+    return combined % n
 
 
 def group(table: ConnTable, app_code: np.ndarray, th: Thresholds) -> Grouping:
     """Assign each connection to an RRE and a session (see module docstring);
     ``app_code``: the application index per connection (:func:`app_codes`)."""
-    c = table.cols
+    c = ready_cols(table)
     start = c["start"]
     end = np.maximum(c["end"], start)
-    key = np.asarray(app_code, dtype=np.int64) * (1 << 40) + c["client"]
-    order = np.lexsort((start, key))  # = lexsort((start, client, app_code)): same ties
+    client = c["client"]
+    # (app, client) as one key (host ids are small non-negative integers)
+    key = np.asarray(app_code, dtype=np.int64) * (int(client.max()) + 1 if len(client) else 1)
+    key += client
+    order = _sort_order(key, start)  # = lexsort((start, client, app_code)): same ties
     s, e = start[order], end[order]
     n = len(order)
     gkey = key[order]
@@ -206,7 +265,11 @@ def group(table: ConnTable, app_code: np.ndarray, th: Thresholds) -> Grouping:
     new_rre |= new_sess
     think = np.where(new_rre & ~new_sess, np.maximum(gap, 0.0), np.nan)
     return Grouping(
-        order=order, rre=np.cumsum(new_rre) - 1, session=np.cumsum(new_sess) - 1, think=think
+        order=order,
+        rre=np.cumsum(new_rre) - 1,
+        session=np.cumsum(new_sess) - 1,
+        think=think,
+        new_client=first,
     )
 
 
@@ -223,73 +286,126 @@ def _counts(ids: np.ndarray) -> np.ndarray:
 def app_parameters(
     table: ConnTable, th: Thresholds
 ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, Any]]]:
-    """Samples of every per-application parameter, and a per-application summary."""
-    c, p = table.cols, table.pairs
-    names, code = app_codes(table)
+    """Samples of every per-application parameter, and a per-application summary.
+
+    The parameters that do not depend on the request/response pairs come first, so
+    that with a :class:`~swell.extract.conntable.PendingTable` they are computed while
+    the native pairs still are; ``numPairs``, ``reqSize``, ``rspSize`` and
+    ``reqThink`` then wait for the pairs."""
+    c = ready_cols(table)
+    names, code, index = _app_index(c)
     gr = group(table, code, th)
     start = c["start"]
     duration = max(float(np.nanmax(c["end"]) - np.nanmin(start)), 1e-9) if len(start) else 0.0
     out: dict[str, dict[str, np.ndarray]] = {}
-    summary: dict[str, dict[str, Any]] = {}
     # connections are sorted by application first: each application is a slice
     bounds = np.searchsorted(code[gr.order], np.arange(len(names) + 1))
-    # pairs grouped by application, in their order within it (stable counting sort)
-    pair_code = code[p["conn"]]
-    small = pair_code.astype(np.uint16) if len(names) < 1 << 16 else pair_code
-    porder = np.argsort(small, kind="stable")  # radix sort on 16-bit codes
-    pbounds = np.searchsorted(pair_code[porder], np.arange(len(names) + 1))
+    app_rows, sessions, rres = [], [], []
     for ai, app in enumerate(names):
         m = slice(bounds[ai], bounds[ai + 1])
         rows = gr.order[m]
+        app_rows.append(rows)
         rre, sess, think = gr.rre[m], gr.session[m], gr.think[m]
         s = start[rows]
         rre_first = np.ones(len(rre), dtype=bool)
         rre_first[1:] = rre[1:] != rre[:-1]
         sess_first = np.ones(len(sess), dtype=bool)
         sess_first[1:] = sess[1:] != sess[:-1]
-        inter_conn = np.diff(s)[~rre_first[1:]]
-        rre_sess = sess[rre_first]
         sess_starts = np.sort(s[sess_first])
-        pm = porder[pbounds[ai] : pbounds[ai + 1]]
-        req, rsp, pthink = p["req_size"][pm], p["rsp_size"][pm], p["think_before"][pm]
         out[app] = {
             "numConn": _counts(rre),
-            "interConn": inter_conn,
-            "numRRE": _counts(rre_sess),
+            "interConn": np.diff(s)[~rre_first[1:]],
+            "numRRE": _counts(sess[rre_first]),
             "interRRE": think[~np.isnan(think)],
-            "numPairs": c["num_pairs"][rows],
-            "reqSize": req,
-            "rspSize": rsp,
-            "reqThink": np.maximum(pthink[~np.isnan(pthink)], 0.0),
             "sessionStart": sess_starts,
             "interSession": np.diff(sess_starts),
             "rreServer": c["server"][rows][rre_first],
         }
-        summary[app] = _summary(c, rows, app, int(sess_first.sum()), int(rre_first.sum()), duration)
+        sessions.append(int(sess_first.sum()))
+        rres.append(int(rre_first.sum()))
+    summary = _summaries(c, names, code, index, gr, bounds, sessions, rres, duration)
+    # the pair-dependent parameters (reading table.pairs waits for pending pairs)
+    p, num_pairs = table.pairs, table.cols["num_pairs"]
+    # pairs grouped by application, in their order within it (stable counting sort)
+    pair_code = code[p["conn"]]
+    small = pair_code.astype(np.uint16) if len(names) < 1 << 16 else pair_code
+    porder = np.argsort(small, kind="stable")  # radix sort on 16-bit codes
+    pbounds = np.searchsorted(pair_code[porder], np.arange(len(names) + 1))
+    for ai, app in enumerate(names):
+        pm = porder[pbounds[ai] : pbounds[ai + 1]]
+        pthink = p["think_before"][pm]
+        pthink = pthink[~np.isnan(pthink)]
+        vals = out[app] | {
+            "numPairs": num_pairs[app_rows[ai]],
+            "reqSize": p["req_size"][pm],
+            "rspSize": p["rsp_size"][pm],
+            "reqThink": np.maximum(pthink, 0.0, out=pthink),
+        }
+        out[app] = {k: vals[k] for k in APP_PARAMS}
     return out, summary
 
 
-def _summary(
-    c: dict[str, np.ndarray], rows: np.ndarray, app: str, sessions: int, rres: int, duration: float
-) -> dict[str, Any]:
-    ports, counts = np.unique(c["sport"][rows], return_counts=True)
-    return {
-        "transport": app.rsplit("-", 1)[-1],
-        "server_port": int(ports[np.argmax(counts)]),
-        "connections": int(len(rows)),
-        "lower_bound_connections": int(c["lower_bound"][rows].sum()),
-        "client_inferred_connections": int(c["client_inferred"][rows].sum()),
-        "one_way_connections": int(c["one_way"][rows].sum()),
-        "bytes_c2s": int(c["new_bytes_c2s"][rows].sum() + c["acked_c2s"][rows].sum()),
-        "bytes_s2c": int(c["new_bytes_s2c"][rows].sum() + c["acked_s2c"][rows].sum()),
-        "wire_bytes_c2s": int(c["wire_c2s"][rows].sum()),
-        "wire_bytes_s2c": int(c["wire_s2c"][rows].sum()),
-        "clients": int(len(np.unique(c["client"][rows]))),
-        "servers": int(len(np.unique(c["server"][rows]))),
-        "sessions": sessions,
-        "rres": rres,
-        "sessions_per_s": sessions / duration if duration > 0 else 0.0,
-    }
+def _summaries(
+    c: dict[str, np.ndarray],
+    names: list[str],
+    code: np.ndarray,
+    index: tuple[np.ndarray, np.ndarray, np.ndarray],
+    gr: Grouping,
+    bounds: np.ndarray,
+    sessions: list[int],
+    rres: list[int],
+    duration: float,
+) -> dict[str, dict[str, Any]]:
+    """The summary of every application (``bounds``: its slice of ``gr.order``), for
+    all of them at once: counts by ``bincount``, sums over the connections put in
+    application order by a stable radix sort of the codes (sequential reads, no
+    gather all over the columns per application), distinct clients from the grouping,
+    the server port from :func:`_app_index`'s counts."""
+    napps = len(names)
+    if napps == 0:
+        return {}
+    by_app = np.argsort(code.astype(np.uint16) if napps < 1 << 16 else code, kind="stable")
+    starts = bounds[:-1]
+
+    def total(*cols: str) -> list[int]:
+        sums = [np.add.reduceat(c[k][by_app], starts).tolist() for k in cols]
+        return [sum(vals) for vals in zip(*sums, strict=True)]
+
+    def count(flag: str) -> list[int]:
+        return np.bincount(code[c[flag]], minlength=napps).tolist()
+
+    nc = np.r_[0, np.cumsum(gr.new_client)]
+    clients = (nc[bounds[1:]] - nc[starts]).tolist()
+    server = c["server"]
+    span = int(server.max()) + 1 if len(server) else 1
+    pairs = np.sort(code * span + server)  # distinct (application, server) pairs
+    pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]]
+    servers = np.bincount(pairs // span, minlength=napps).tolist()
+    uc, uc_app, uc_count = index
+    bytes_c2s, bytes_s2c = total("new_bytes_c2s", "acked_c2s"), total("new_bytes_s2c", "acked_s2c")
+    wire_c2s, wire_s2c = total("wire_c2s"), total("wire_s2c")
+    lower, inferred, one_way = count("lower_bound"), count("client_inferred"), count("one_way")
+    out = {}
+    for ai, app in enumerate(names):
+        mine = np.flatnonzero(uc_app == ai)  # ports in increasing order: the lowest wins ties
+        out[app] = {
+            "transport": app.rsplit("-", 1)[-1],
+            "server_port": int(uc[mine[np.argmax(uc_count[mine])]] % 65536),
+            "connections": int(bounds[ai + 1] - bounds[ai]),
+            "lower_bound_connections": lower[ai],
+            "client_inferred_connections": inferred[ai],
+            "one_way_connections": one_way[ai],
+            "bytes_c2s": bytes_c2s[ai],
+            "bytes_s2c": bytes_s2c[ai],
+            "wire_bytes_c2s": wire_c2s[ai],
+            "wire_bytes_s2c": wire_s2c[ai],
+            "clients": clients[ai],
+            "servers": servers[ai],
+            "sessions": sessions[ai],
+            "rres": rres[ai],
+            "sessions_per_s": sessions[ai] / duration if duration > 0 else 0.0,
+        }
+    return out
 
 
 SENSITIVITY_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)

@@ -183,46 +183,48 @@ impl Tracker {
     }
 
     /// Pass 2 of `pairs`: fill `out` (as long as the last of `slots`) from the runs.
+    ///
+    /// Every element is written when its pair opens (the request run, or a server run
+    /// first in its connection), with the empty side's 0 / NaN, and `think` from the
+    /// previous pair of the connection, whose response is final by then (a pair only
+    /// gains server runs until the next request opens the next pair); later server runs
+    /// of the pair add their bytes and replace the response times (the last one's, as
+    /// numpy's fancy assignment keeps). So no column is filled beforehand and there is
+    /// no pass for `think`: the output (8 columns, a fresh 64 bytes per pair) is
+    /// written once, in the run stream's order.
     pub fn fill_pairs(&self, cdir: &[i64], t0: i64, slots: Vec<usize>, out: PairCols) {
         let sec = |t: i64| (t.wrapping_sub(t0)) as f64 * 1e-9;
         let fr = self.final_state();
         let (inferred, open) = (&fr.inferred, &fr.open);
-        out.req_size.fill(0);
-        out.rsp_size.fill(0);
-        for col in [
-            &mut *out.req_t0,
-            &mut *out.req_t1,
-            &mut *out.rsp_t0,
-            &mut *out.rsp_t1,
-        ] {
-            col.fill(f64::NAN);
-        }
         // the cursor of a connection: one past its current pair
         let mut cursor = slots;
         let mut seen = vec![false; self.n_conns()];
         self.for_final_runs(inferred, open, |r| {
             let c = r.cid() as usize;
             let is_req = r.dir() == cdir[c];
+            let (s0, s1) = (sec(r.t0), sec(r.t1));
             if is_req || !seen[c] {
-                out.conn[cursor[c]] = c as i64;
+                let k = cursor[c];
                 cursor[c] += 1;
-            }
-            seen[c] = true;
-            let k = cursor[c] - 1;
-            if is_req {
-                out.req_size[k] += r.bytes;
-                (out.req_t0[k], out.req_t1[k]) = (sec(r.t0), sec(r.t1));
+                out.conn[k] = c as i64;
+                out.think[k] = if seen[c] {
+                    s0 - out.rsp_t1[k - 1]
+                } else {
+                    f64::NAN
+                };
+                seen[c] = true;
+                if is_req {
+                    (out.req_size[k], out.req_t0[k], out.req_t1[k]) = (r.bytes, s0, s1);
+                    (out.rsp_size[k], out.rsp_t0[k], out.rsp_t1[k]) = (0, f64::NAN, f64::NAN);
+                } else {
+                    (out.req_size[k], out.req_t0[k], out.req_t1[k]) = (0, f64::NAN, f64::NAN);
+                    (out.rsp_size[k], out.rsp_t0[k], out.rsp_t1[k]) = (r.bytes, s0, s1);
+                }
             } else {
+                let k = cursor[c] - 1;
                 out.rsp_size[k] += r.bytes;
-                (out.rsp_t0[k], out.rsp_t1[k]) = (sec(r.t0), sec(r.t1));
+                (out.rsp_t0[k], out.rsp_t1[k]) = (s0, s1);
             }
         });
-        for k in 0..out.conn.len() {
-            out.think[k] = if k == 0 || out.conn[k] != out.conn[k - 1] {
-                f64::NAN
-            } else {
-                out.req_t0[k] - out.rsp_t1[k - 1]
-            };
-        }
     }
 }
