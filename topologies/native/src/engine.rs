@@ -9,15 +9,6 @@
 //! transmission with MACs rewritten), flush the transmit queues, read a batch
 //! from every port, and when idle sleep on epoll with a timerfd armed a little
 //! before the next departure, spinning the last stretch for microsecond accuracy.
-//!
-//! Lazy receive: when every frame crosses a port pipe with a delay (the bench's
-//! and most bottleneck setups), a frame read late still departs on time (its
-//! departure counts from the kernel's receive stamp). A sleep shorter than
-//! `lazy_ns` then waits on the timer alone: the frames that arrive meanwhile are
-//! read at the next departure, one wake-up per departure instead of one per
-//! arrival and one per departure. At 50k pkt/s on the 2-core VM this removed
-//! stalls of up to 50 ms in which the kernel's fair server ran normal tasks in
-//! place of the SCHED_FIFO engine (docs/linkemu.md, "Wake-up lateness").
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -75,8 +66,6 @@ pub struct Engine {
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     pool: Vec<Vec<u8>>,
     spin_ns: u64,
-    /// Longest sleep that ignores the ports (0: always wake on arrivals).
-    lazy_ns: u64,
     start_ns: u64,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC, refreshed with every stats record
     real_offset: i128,
@@ -133,7 +122,6 @@ impl Engine {
             heap: BinaryHeap::new(),
             pool: Vec::new(),
             spin_ns: spin_us * 1000,
-            lazy_ns: lazy_bound_ns(cfg),
             start_ns: mono_ns(),
             real_offset: offset,
         })
@@ -353,7 +341,7 @@ impl Engine {
             let spin = if long { self.spin_ns.max((late_est * 3 / 2).min(MAX_SPIN)) }
                        else { self.spin_ns };
             let target = if may_spin { next - spin } else { next };
-            waiter.wait(target, next - now > self.lazy_ns);
+            waiter.wait(target);
             let woke = mono_ns();
             if long && woke > target {
                 late_est = (late_est * 7 + (woke - target).min(MAX_SPIN)) / 8;
@@ -459,28 +447,9 @@ impl StatsWriter {
     }
 }
 
-/// How long frames may wait unread: half the smallest port-pipe delay between
-/// two different ports (a pair without a pipe counts 0), at most 1 ms; 0 for
-/// fewer than two ports. Host pipes only add delay, so they do not lower the
-/// bound. A frame routed back out of its own port would wait as well: hosts
-/// reach on-link peers directly, so such frames do not occur in swell's
-/// layouts.
-fn lazy_bound_ns(cfg: &Config) -> u64 {
-    let mut min_us = u64::MAX;
-    for a in &cfg.ports {
-        for b in cfg.ports.iter().filter(|b| b.name != a.name) {
-            let pipe = cfg.port_pipes.iter().find(|(x, y, _)| *x == a.name && *y == b.name);
-            min_us = min_us.min(pipe.map_or(0, |p| p.2.delay_us));
-        }
-    }
-    if min_us == u64::MAX { 0 } else { (min_us * 1000 / 2).min(1_000_000) }
-}
-
-/// epoll over the port sockets plus a timerfd for the next departure; a
-/// second epoll set holds the timer (and `wake_fd`) alone, for lazy sleeps.
+/// epoll over the port sockets plus a timerfd for the next departure.
 struct Waiter {
     ep: i32,
-    ep_timer: i32,
     timer: i32,
 }
 
@@ -489,27 +458,22 @@ impl Waiter {
         // SAFETY: plain fd syscalls on fds this process owns.
         unsafe {
             let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
-            let ep_timer = libc::epoll_create1(libc::EPOLL_CLOEXEC);
             let timer = libc::timerfd_create(libc::CLOCK_MONOTONIC,
                                              libc::TFD_NONBLOCK | libc::TFD_CLOEXEC);
-            if ep < 0 || ep_timer < 0 || timer < 0 {
+            if ep < 0 || timer < 0 {
                 return Err("epoll/timerfd".into());
             }
             let rx_fds = ports.iter().filter(|p| p.rx).map(|p| p.fd);
-            let sets = rx_fds.map(|fd| (ep, fd))
-                .chain([(ep, timer), (ep_timer, timer)])
-                .chain(wake_fd.into_iter().flat_map(|fd| [(ep, fd), (ep_timer, fd)]));
-            for (set, fd) in sets {
+            for fd in rx_fds.chain([timer]).chain(wake_fd) {
                 let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
-                libc::epoll_ctl(set, libc::EPOLL_CTL_ADD, fd, &mut ev);
+                libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev);
             }
-            Ok(Waiter { ep, ep_timer, timer })
+            Ok(Waiter { ep, timer })
         }
     }
 
-    /// Sleeps until `deadline` (monotonic ns) passes, a signal, or (with
-    /// `ports`) a port is readable.
-    fn wait(&self, deadline: u64, ports: bool) {
+    /// Sleeps until a port is readable, `deadline` (monotonic ns) passes, or a signal.
+    fn wait(&self, deadline: u64) {
         // SAFETY: itimerspec/epoll_event buffers are valid for the calls.
         unsafe {
             let spec = libc::itimerspec {
@@ -521,8 +485,7 @@ impl Waiter {
             };
             libc::timerfd_settime(self.timer, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut());
             let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
-            let set = if ports { self.ep } else { self.ep_timer };
-            let n = libc::epoll_wait(set, evs.as_mut_ptr(), 8, -1);
+            let n = libc::epoll_wait(self.ep, evs.as_mut_ptr(), 8, -1);
             for e in evs.iter().take(n.max(0) as usize) {
                 if e.u64 == self.timer as u64 {
                     let mut buf = [0u8; 8];
@@ -530,28 +493,5 @@ impl Waiter {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config(pipes: serde_json::Value) -> Config {
-        let port = |n: &str| json!({"name": n, "netns": "/x", "ifname": n});
-        serde_json::from_value(json!({"name": "t", "ports": [port("a"), port("b")],
-                                      "routes": [], "port_pipes": pipes})).unwrap()
-    }
-
-    #[test]
-    fn lazy_bound_is_half_the_smallest_port_delay_capped() {
-        let both = |da: u64, db: u64| config(json!([["a", "b", {"delay_us": da}],
-                                                   ["b", "a", {"delay_us": db}]]));
-        assert_eq!(lazy_bound_ns(&both(5_000, 800)), 400_000);
-        assert_eq!(lazy_bound_ns(&both(20_000, 20_000)), 1_000_000);
-        assert_eq!(lazy_bound_ns(&both(0, 5_000)), 0);
-        // a direction without a port pipe has no delay to hide late reads in
-        assert_eq!(lazy_bound_ns(&config(json!([["a", "b", {"delay_us": 5_000}]]))), 0);
-        assert_eq!(lazy_bound_ns(&config(json!([]))), 0);
     }
 }
