@@ -96,6 +96,11 @@ def foreground_result(pcap: Path | None, server_ip: str, port: int, timing: dict
         t0 = timing.get("foreground_start", 0.0)
         if starts.size and abs(starts[0] - t0) < 3600:
             keep = starts >= t0 - 0.5  # httperf's first SYN follows foreground_start
+            # httperf is stopped (SIGINT) right after timing["end"] and counts only the
+            # connections it closed before: a response that completes in the capture
+            # after the stop would be a sample httperf never saw.
+            if "end" in timing:
+                keep &= starts + rts <= timing["end"]
         else:
             keep = np.ones(starts.size, dtype=bool)
         out["response_times_s"] = rts[keep].round(6).tolist()

@@ -73,3 +73,31 @@ def test_response_times_two_connections_and_port_reuse():
     starts, rts = response_times(ts, *cols[1:], server=srv, port=port)
     got = sorted(zip(np.round(starts * 1e3), np.round(rts * 1e3), strict=True))
     assert got == [(0, 30), (5, 20), (100, 40)]
+
+
+def test_foreground_result_keeps_what_httperf_counted(tmp_path: Path):
+    """Responses completing after httperf's stop (timing["end"]) are left out."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.utils import wrpcap
+
+    from swell.experiments.collect import foreground_result
+
+    srv, cli, t0 = "10.0.0.2", "10.0.0.1", 1_700_000_000.0
+    pkts = []
+    for sport, start, dur in ((5000, 0.1, 0.2), (5001, 0.4, 0.2), (5002, 0.7, 0.4)):
+        for dt, src, dst, flags, size in ((0, cli, srv, "S", 0), (dur / 2, srv, cli, "A", 1000),
+                                           (dur, srv, cli, "FA", 1000)):
+            sp, dp = (sport, 80) if src == cli else (80, sport)
+            p = IP(src=src, dst=dst) / TCP(sport=sp, dport=dp, flags=flags) / (b"x" * size)
+            p.time = t0 + start + dt
+            pkts.append(p)
+    pcap = tmp_path / "fg.pcap"
+    wrpcap(str(pcap), sorted(pkts, key=lambda p: p.time))
+    timing = {"foreground_start": t0, "end": t0 + 1.0}
+    out = foreground_result(pcap, srv, 80, timing, None, object_bytes=2000)
+    assert out is not None
+    assert out["response_times_s"] == pytest.approx([0.2, 0.2], abs=1e-5)
+    assert out["starts_s"] == pytest.approx([0.1, 0.4], abs=1e-5)
+    del timing["end"]
+    out = foreground_result(pcap, srv, 80, timing, None, object_bytes=2000)
+    assert out is not None and len(out["response_times_s"]) == 3
