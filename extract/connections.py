@@ -161,8 +161,6 @@ class ConnectionBuilder:
         if self.engine not in ENGINES:
             raise ValueError(f"unknown connection tracker {self.engine!r} (one of {ENGINES})")
         self._native: Any = None
-        self.native_pairs: Any = None  # set by the native tracker's finish
-        self.native_hist: Any = None  # ditto: () -> pair_hist
         if self.engine == "native":
             from swell.extract.conntrack import NativeTracker
 
@@ -701,10 +699,6 @@ class ConnectionBuilder:
     # -- the end -----------------------------------------------------------------------------
     def finish(self) -> ConnTable:
         """Flush open runs and orient every connection (client/server)."""
-        if self._native is not None:
-            from swell.extract.conntrack import load_state
-
-            load_state(self)
         from swell.extract.conntable import finish_table
 
         return finish_table(self)

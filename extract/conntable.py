@@ -1,15 +1,19 @@
 """The end of connection reconstruction: builder state -> :class:`ConnTable`.
 
-:func:`finish_table` is what :meth:`ConnectionBuilder.finish` returns (both
-engines: the native tracker first copies its state out into the builder's
-columns, see :func:`swell.extract.conntrack.load_state`). It orients every
-connection (client = SYN sender, else SYN/ACK receiver, else the port rule of
+:func:`finish_table` is what :meth:`ConnectionBuilder.finish` returns. It orients
+every connection (client = SYN sender, else SYN/ACK receiver, else the port rule of
 :func:`client_dir`), turns the per-direction counters into client->server and
-server->client columns, and cuts the request/response runs into pairs.
+server->client columns, and cuts the request/response runs into pairs. The numpy
+tracker goes through :func:`client_dir` and :func:`_table` here; the native tracker
+writes the same columns itself in one pass over its state
+(``NativeTracker.table``, ``conntrack_table.rs``: the same arithmetic, checked
+column by column against this code by ``tests/unit/test_conntrack.py``), which
+saves an export of the raw state (~75 MB of fresh columns for 360,000 connections)
+and numpy's passes over it.
 
 Speed: with the native tracker the pairs are computed in Rust, with the GIL
-released, in a worker thread while this thread builds the table's columns and the
-host address texts, so the two overlap on two cores. The columns do not depend on
+released, in a worker thread while this thread builds the host address texts and the
+packet-pair histogram, so the two overlap on two cores. The columns do not depend on
 the pairs except ``num_pairs``. :func:`finish_table` does not wait for them: it
 returns a :class:`PendingTable`, a :class:`ConnTable` whose ``pairs`` and ``cols``
 attributes wait for the native pairs (and add ``num_pairs``) when first read, so
@@ -188,34 +192,57 @@ class PendingTable(ConnTable):
 
 def finish_table(b: ConnectionBuilder) -> ConnTable:
     """The connection table of a builder whose chunks are all in (see module docstring)."""
+    if b._native is not None:
+        return _finish_native(b)
     t0 = b.t0_ns if b.t0_ns is not None else 0
     cdir, inferred = client_dir(b)
-    if b.native_pairs is None:
-        return _table(b, cdir, inferred, t0, native=False)
-    # native pairs (GIL released) overlap with the columns and host texts built here,
-    # and then with whatever the caller does until it reads the pairs
+    return _table(b, cdir, inferred, t0)
+
+
+def _finish_native(b: ConnectionBuilder) -> ConnTable:
+    """The native tracker writes the table's columns (``NativeTracker.table``); its
+    pairs (GIL released) then overlap with the host texts and histogram built here,
+    and with whatever the caller does until it reads the pairs."""
+    from swell.extract import connections as cn
+    from swell.extract.conntrack import pair_histogram
+
+    tracker, b._native = b._native, None
+    tracker.wait()
+    st = tracker.table(_KNOWN_FLAT)
+    t0 = st["t0_ns"] if st["t0_ns"] is not None else 0
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swell-pairs")
-    fut = pool.submit(b.native_pairs, cdir, t0)
-    pool.shutdown(wait=False)  # the thread ends with its one task
+    fut = pool.submit(tracker.pairs, st["cdir"], t0)
+    pool.shutdown(wait=False)  # the thread ends with its one task (and frees the tracker)
+    del tracker
     try:
-        table = _table(b, cdir, inferred, t0, native=True)
-        if b.native_hist is not None:
-            b.pair_hist, b.native_hist = b.native_hist(), None
+        b.host_addr, b.t0_ns = st["hosts"], st["t0_ns"]
+        b.packets, b.duplicates, b.skipped = st["packets"], st["duplicates"], st["skipped"]
+        b.pair_hist = pair_histogram(
+            st["hist"], st["ambiguous"], cn.CAP_NBINS, cn.CAP_LOG_MIN, cn.CAP_BINS_PER_DECADE
+        )
+        cols = st["cols"]
+        hosts = host_texts(b.host_addr)
+        stats = _stats(b, cols["proto"])
     except BaseException:
         wait([fut])  # the tracker's last step ends before the error leaves
         raise
-    return PendingTable(table.t0_ns, table.hosts, table.cols, table.stats, fut)
+    return PendingTable(t0, hosts, cols, stats, fut)
 
 
-def _table(
-    b: ConnectionBuilder,
-    cdir: np.ndarray,
-    inferred: np.ndarray,
-    t0: int,
-    native: bool,
-) -> ConnTable:
-    """The table; its pairs from the numpy runs, or (``native``) none: the caller then
-    sets ``pairs`` and the last column, ``num_pairs``, from the native tracker."""
+def _stats(b: ConnectionBuilder, proto: np.ndarray) -> dict[str, Any]:
+    return {
+        "packets": b.packets,
+        "duplicates": b.duplicates,
+        "skipped": dict(b.skipped),
+        "connections": len(proto),
+        "tcp": int((proto == TCP).sum()),
+        "udp": int((proto == UDP).sum()),
+    }
+
+
+def _table(b: ConnectionBuilder, cdir: np.ndarray, inferred: np.ndarray, t0: int) -> ConnTable:
+    """The numpy tracker's table, its pairs from the numpy runs (``conntrack_table.rs``
+    is the native tracker's copy of this arithmetic)."""
     c, gd = b.conn, b.gdir
     n = c.n
     ar = np.arange(n, dtype=np.int64)
@@ -255,17 +282,7 @@ def _table(
     cols["acked_c2s"] = np.where(one_way & is_tcp, gd["ack_adv"][gs], 0)
     cols["acked_s2c"] = np.where(one_way & is_tcp, gd["ack_adv"][gc], 0)
     cols["lower_bound"] = (cols["open_at_start"] | cols["open_at_end"]) & is_tcp
-    pairs: dict[str, np.ndarray] = {}
-    if not native:
-        pairs = pairs_from_runs(_all_runs(b, one_way & is_tcp), cdir, t0)
-        cols["num_pairs"] = np.bincount(pairs["conn"], minlength=n).astype(np.int64)
+    pairs = pairs_from_runs(_all_runs(b, one_way & is_tcp), cdir, t0)
+    cols["num_pairs"] = np.bincount(pairs["conn"], minlength=n).astype(np.int64)
     hosts = host_texts(b.host_addr)
-    stats = {
-        "packets": b.packets,
-        "duplicates": b.duplicates,
-        "skipped": dict(b.skipped),
-        "connections": n,
-        "tcp": int(is_tcp.sum()),
-        "udp": int((proto == UDP).sum()),
-    }
-    return ConnTable(t0_ns=t0, hosts=hosts, cols=cols, pairs=pairs, stats=stats)
+    return ConnTable(t0_ns=t0, hosts=hosts, cols=cols, pairs=pairs, stats=_stats(b, proto))

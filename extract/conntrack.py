@@ -12,13 +12,14 @@ the selection buffer as it decodes it (``swell_ct_read_prepare``: no per-packet 
 which cost a third of a plain read in fresh memory and stores), and while the worker
 tracks, the calling thread pages in the spare state blocks the worker will need
 next (``conntrack_spare.rs``): on a virtual machine the first touch of memory is
-expensive, and the worker is the slower thread. :meth:`NativeTracker.export`
-copies the tracker's state out as the numpy builder's state columns (the ``conn``
-and ``gdir`` columns ``finish`` reads, host table, packet-pair histogram), so that
-both implementations share one ``finish`` step and their ``ConnTable`` can be
-compared column by column; the finished runs stay native, for
-:meth:`NativeTracker.pairs`, which frees the connection state first (the export
-kept what the pairs need of it).
+expensive, and the worker is the slower thread. :meth:`NativeTracker.table`
+writes the connection table itself, in one pass over the connections
+(``conntrack_table.rs``: the arithmetic of ``conntable.client_dir`` and
+``conntable._table``, which the numpy builder goes through, so both trackers'
+``ConnTable`` can be compared column by column), plus the host table and the
+packet-pair histogram; the finished runs stay native, for
+:meth:`NativeTracker.pairs`, which frees the connection state first (the table's
+pass kept what the pairs need of it).
 
 Packet-pair estimates within a relative 1e-7 of a histogram bin edge are
 binned here with numpy's ``log10`` (libm's may differ by an ulp), so the
@@ -39,13 +40,20 @@ from swell.native import native_artifact
 if TYPE_CHECKING:
     from swell.extract.reader import Trace
 
-# The state columns ``finish`` reads, in the order of the C ABI (conn_col / dir_col in
-# lib.rs); the rest of the tracker's state only matters while packets arrive.
-CONN_COLS = (
-    "proto", "ep_lo", "ep_hi", "first_ns", "last_ns", "syn_ns", "synack_ns", "ack_ns",
-    "syn_dir", "synack_dir", "first_dir", "rst",
+# The connection table's columns as ``swell_ct_table`` writes them after the client's
+# direction, in the order of ``TableCols`` (conntrack_table.rs): the names and dtypes of
+# the columns ``conntable._table`` builds from the numpy tracker's state.
+TABLE_COLS: tuple[tuple[str, Any], ...] = (
+    ("proto", np.int64), ("client", np.int64), ("server", np.int64), ("cport", np.int64),
+    ("sport", np.int64), ("start", np.float64), ("end", np.float64),
+    ("client_inferred", np.bool_), ("open_at_start", np.bool_), ("open_at_end", np.bool_),
+    ("rst", np.bool_), ("fin_c2s", np.bool_), ("fin_s2c", np.bool_),
+    ("server_leg", np.float64), ("client_leg", np.float64), ("one_sided_rtt", np.float64),
+    *((f"{k}_{d}", np.int64) for k in ("pkts", "wire", "data_pkts", "retx", "new_bytes")
+      for d in ("c2s", "s2c")),
+    ("one_way", np.bool_), ("acked_c2s", np.int64), ("acked_s2c", np.int64),
+    ("lower_bound", np.bool_),
 )  # fmt: skip
-DIR_COLS = ("pkts", "wire", "data_pkts", "retx", "new_bytes", "fin", "ack_adv")
 PAIR_COLS = (
     "conn", "req_size", "rsp_size", "req_t0", "req_t1", "rsp_t0", "rsp_t1", "think_before",
 )  # fmt: skip
@@ -88,7 +96,8 @@ def _lib() -> ctypes.CDLL:
             "swell_ct_spares_free": ([vp], None),
             "swell_ct_add_read": ([vp, vp, vp, ctypes.c_size_t], ctypes.c_int32),
             "swell_ct_sizes": ([vp, vp], ctypes.c_int32),
-            "swell_ct_export": ([vp] * 5, ctypes.c_int32),
+            "swell_ct_table": ([vp, vp, i64, vp, ctypes.c_size_t, ctypes.c_size_t],
+                               ctypes.c_int32),
             "swell_ct_pairs": ([vp, vp, ctypes.c_size_t, i64], i64),
             "swell_ct_pairs_copy": ([vp, vp], ctypes.c_int32),
             "swell_ct_tables": ([vp] * 7, ctypes.c_int32),
@@ -105,7 +114,7 @@ def _ptr(a: np.ndarray) -> int:
 
 
 class NativeTracker:
-    """One native tracker: ``add`` chunks, then ``export`` the state once."""
+    """One native tracker: ``add`` chunks, then the ``table`` once, then the ``pairs``."""
 
     def __init__(self, udp_idle_ns: int, tcp_idle_ns: int) -> None:
         self._lib = _lib()
@@ -188,34 +197,36 @@ class NativeTracker:
         self._lib.swell_ct_sizes(self._h, _ptr(out))
         return out
 
-    def export(self, dtypes: dict[str, Any]) -> dict[str, Any]:
-        """The tracker's state as the numpy builder holds it (see module docstring);
-        ``dtypes`` gives the numpy dtype of state columns that are not int64."""
-        lib, h, keep = self._lib, self._h, []
+    def table(self, known: np.ndarray) -> dict[str, Any]:
+        """The connection table, written natively in one pass over the connections
+        (``swell_ct_table``, see conntrack_table.rs): ``cdir`` (the client's direction
+        per connection) and ``cols`` (``TABLE_COLS``, all but ``num_pairs``), with the
+        host table, packet-pair histogram and counts; ``known``: the well-known port
+        table, 256 x 65536 bools. The connection state then only waits for ``pairs``."""
+        lib, h = self._lib, self._h
         sz = self.sizes()
         n, nhosts, nhist, namb = int(sz[0]), int(sz[3]), int(sz[4]), int(sz[5])
-        conn = {k: np.empty(n, dtype=dtypes.get(k, np.int64)) for k in CONN_COLS}
-        gdir = {k: np.empty(2 * n, dtype=dtypes.get(k, np.int64)) for k in DIR_COLS}
-        args = []
-        for names, cols in ((CONN_COLS, conn), (DIR_COLS, gdir)):
-            width = np.array([cols[k].itemsize for k in names], np.uint8)
-            if not set(width.tolist()) <= {1, 8}:
-                raise ValueError("state columns must be 1- or 8-byte")
-            args += [_ptrs(cols[k] for k in names), _ptr(width)]
-            keep.append(width)
-        lib.swell_ct_export(h, *args)
+        t0 = int(sz[13]) if sz[12] else None
+        cdir = np.empty(n, dtype=np.int64)
+        cols = {k: np.empty(n, dtype=t) for k, t in TABLE_COLS}
+        kn = np.ascontiguousarray(known, dtype=np.bool_)
+        if kn.size != 256 << 16:
+            raise ValueError("the well-known port table must have 256 x 65536 entries")
+        out = _ptrs([cdir, *cols.values()])
+        if lib.swell_ct_table(h, _ptr(kn), t0 or 0, out, 1 + len(cols), n):
+            raise RuntimeError("native tracker: the table's columns do not match")
         hi, lo = np.empty(nhosts, dtype=np.uint64), np.empty(nhosts, dtype=np.uint64)
         hkey, hcnt = np.empty(nhist, dtype=np.int64), np.empty(nhist, dtype=np.int64)
         ahost, abps = np.empty(namb, dtype=np.int64), np.empty(namb, dtype=np.float64)
         lib.swell_ct_tables(h, *(_ptr(a) for a in (hi, lo, hkey, hcnt, ahost, abps)))
         return {
-            "conn": conn, "gdir": gdir,
+            "cdir": cdir, "cols": cols,
             "hosts": list(zip(hi.tolist(), lo.tolist(), strict=True)),
             "hist": (hkey, hcnt), "ambiguous": (ahost, abps),
             "packets": int(sz[6]), "duplicates": int(sz[7]),
             "skipped": dict(zip(("non_ip", "not_tcp_udp", "no_l4", "fragment"),
                                 (int(x) for x in sz[8:12]), strict=True)),
-            "t0_ns": int(sz[13]) if sz[12] else None,
+            "t0_ns": t0,
         }  # fmt: skip
 
     def pairs(self, cdir: np.ndarray, t0: int) -> dict[str, np.ndarray]:
@@ -243,35 +254,6 @@ def _ptrs(arrays: Iterable[np.ndarray | None]) -> Any:
     """A C array of the arrays' data pointers (None: a null pointer)."""
     ps = [_ptr(a) if a is not None else None for a in arrays]
     return (ctypes.c_void_p * max(len(ps), 1))(*ps)
-
-
-def load_state(b: Any) -> None:
-    """Make a native ``ConnectionBuilder``'s tracker state its own (then free the tracker)."""
-    from swell.extract import connections as cn
-
-    dtypes = {k: a.dtype for grow in (b.conn, b.gdir) for k, a in grow.a.items()}
-    tracker = b._native
-    st = tracker.export(dtypes)
-    b._native = None
-    for grow, cols in ((b.conn, st["conn"]), (b.gdir, st["gdir"])):
-        grow.a = cols
-        grow.n = grow.cap = len(next(iter(cols.values())))
-    b.runs, b.vruns = [], []
-
-    def pairs(cdir: np.ndarray, t0: int) -> dict[str, np.ndarray]:
-        b.native_pairs = None  # the tracker goes once the pairs are out
-        return tracker.pairs(cdir, t0)
-
-    def hist() -> dict[int, int]:
-        return pair_histogram(
-            st["hist"], st["ambiguous"], cn.CAP_NBINS, cn.CAP_LOG_MIN, cn.CAP_BINS_PER_DECADE
-        )
-
-    b.native_pairs = pairs
-    b.native_hist = hist  # finish_table builds it while the native pairs are computed
-    b.host_addr = st["hosts"]
-    b.t0_ns, b.packets, b.duplicates = st["t0_ns"], st["packets"], st["duplicates"]
-    b.skipped = st["skipped"]
 
 
 def pair_histogram(

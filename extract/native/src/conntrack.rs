@@ -42,6 +42,8 @@ mod prep;
 mod spare;
 #[path = "conntrack_state.rs"]
 mod state;
+#[path = "conntrack_table.rs"]
+mod table;
 #[cfg(test)]
 #[path = "conntrack_tests.rs"]
 mod tests;
@@ -54,6 +56,7 @@ pub use spare::Spares;
 use state::{prefetch, Pkt};
 pub use state::{Cold, ColdList, Conn, Conns, Dir, DoneRun, Run, RunList};
 use state::{FIN_SEEN, HAS_ACK_BASE, HAS_BASE, INTERRUPTED};
+pub use table::TableCols;
 
 pub const TCP: u8 = 6;
 pub const UDP: u8 = 17;

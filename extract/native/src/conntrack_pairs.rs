@@ -7,20 +7,26 @@
 
 use std::borrow::Cow;
 
-use super::{Cold, Conn, DoneRun, Tracker, TCP};
+use super::{Conn, DoneRun, Tracker, TCP};
 
 /// What the pairs need of the connection state: per connection, whether it takes its
 /// runs from the ack-inferred stream (a TCP connection seen in one direction only);
 /// and the still-open run of each connection that has one, compact, in connection
 /// order.
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FinalRuns {
     inferred: Vec<bool>,
     open: Vec<DoneRun>,
 }
 
 impl FinalRuns {
-    fn add(&mut self, i: usize, c: &Conn) {
+    /// Those of the connections after these (`other` starts where these end).
+    pub(super) fn append(&mut self, mut other: FinalRuns) {
+        self.inferred.append(&mut other.inferred);
+        self.open.append(&mut other.open);
+    }
+
+    pub(super) fn add(&mut self, i: usize, c: &Conn) {
         let inf = c.proto == TCP && (c.dirs[0].pkts == 0 || c.dirs[1].pkts == 0);
         self.inferred.push(inf);
         let r = if inf { &c.vrun } else { &c.run };
@@ -62,20 +68,8 @@ pub struct Pairs {
 }
 
 impl Tracker {
-    /// Visit every connection in id order (the export), keeping what the pairs need
-    /// of the connections (`FinalRuns`), so that the pairs do not scan them again.
-    pub fn export_state(&mut self, mut f: impl FnMut(usize, &Conn, &Cold)) {
-        let mut fr = FinalRuns::default();
-        let cold = &self.cold;
-        for (i, c) in self.conns.iter().enumerate() {
-            f(i, c, &cold[i]);
-            fr.add(i, c);
-        }
-        self.final_runs = Some(fr);
-    }
-
-    /// Free the per-connection state once the export has kept what the pairs need of
-    /// it (the pairs' and the table's columns can then reuse its memory).
+    /// Free the per-connection state once the table's pass (`Tracker::table`) has kept
+    /// what the pairs need of it (the pair columns can then reuse its memory).
     pub fn drop_conn_state(&mut self) {
         if self.final_runs.is_some() {
             self.conns = Default::default();
@@ -91,7 +85,7 @@ impl Tracker {
         }
     }
 
-    /// The `FinalRuns` kept by `export_state`, or computed from the connections.
+    /// The `FinalRuns` kept by `Tracker::table`, or computed from the connections.
     fn final_state(&self) -> Cow<'_, FinalRuns> {
         match &self.final_runs {
             Some(fr) => Cow::Borrowed(fr),

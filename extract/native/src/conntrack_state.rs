@@ -40,7 +40,7 @@ pub struct Run {
 }
 
 /// A finished run, compact (its packet count and sequence number are not kept).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DoneRun {
     pub(super) cid_dir: u64,
     pub bytes: i64,

@@ -1,7 +1,7 @@
 //! C ABI of the native connection tracker (`conntrack.rs`) for Python's ctypes
-//! (`extract/conntrack.py`): create, add chunks by pointer, export the state, free.
+//! (`extract/conntrack.py`): create, add chunks by pointer, write the connection table, pairs, free.
 
-use crate::conntrack::{Chunk, Cold, Conn, Dir, PairCols, PrepSink, Prepared, Spares, Tracker};
+use crate::conntrack::{Chunk, PairCols, PrepSink, Prepared, Spares, TableCols, Tracker};
 
 use std::sync::Arc;
 
@@ -30,43 +30,8 @@ pub struct CtChunk {
     pub l4_ok: *const u8,
 }
 
-const N_CONN_COLS: u32 = 12;
-const N_DIR_COLS: u32 = 7;
-
-/// Connection columns, in the order of `CONN_COLS` in `extract/conntrack.py` (the
-/// state `finish` reads).
-fn conn_col(c: &Conn, cold: &Cold, k: u32) -> Option<i64> {
-    let (ep_lo, ep_hi) = cold.endpoints(c.ports);
-    Some(match k {
-        0 => c.proto as i64,
-        1 => ep_lo,
-        2 => ep_hi,
-        3 => cold.first_ns,
-        4 => c.last_ns,
-        5 => c.syn_ns,
-        6 => c.synack_ns,
-        7 => c.ack_ns,
-        8 => c.syn_dir as i64,
-        9 => c.synack_dir as i64,
-        10 => cold.first_dir as i64,
-        11 => c.rst as i64,
-        _ => return None,
-    })
-}
-
-/// Direction columns, in the order of `DIR_COLS` in `extract/conntrack.py`.
-fn dir_col(d: &Dir, k: u32) -> Option<i64> {
-    Some(match k {
-        0 => d.pkts,
-        1 => d.wire,
-        2 => d.data_pkts,
-        3 => d.retx,
-        4 => d.new_bytes,
-        5 => d.fin() as i64,
-        6 => d.ack_adv,
-        _ => return None,
-    })
-}
+/// Columns of `swell_ct_table`: the client's direction, then `TABLE_COLS`.
+const N_TABLE_COLS: usize = 31;
 
 /// A new tracker (idle limits in nanoseconds).
 #[no_mangle]
@@ -301,57 +266,101 @@ pub unsafe extern "C" fn swell_ct_sizes(h: *const Tracker, out: *mut i64) -> i32
     0
 }
 
-/// Store `v` at row `i` of a column whose elements are `width` bytes (1 or 8).
-unsafe fn put(p: *mut u8, width: u8, i: usize, v: i64) {
-    if width == 0 || p.is_null() {
-        return;
-    }
-    if width == 1 {
-        *p.add(i) = v as u8;
-    } else {
-        *(p as *mut i64).add(i) = v;
-    }
-}
-
-/// Every connection column (`out_conn`: 12 pointers, one value per connection) and
-/// direction column (`out_dir`: 7 pointers, index `2 * cid + dir`), one pass; the
-/// `width` arrays give each column's element size (1: uint8/int8/bool, 8: int64,
-/// 0: skip the column). After the last chunk; the pass also keeps what
-/// `swell_ct_pairs` needs of the connections.
+/// The connection table (`Tracker::table`) into `ncols` (31) columns of `n` elements
+/// each (the number of connections, `swell_ct_sizes`): the client's direction
+/// (int64), then `TABLE_COLS` of `extract/conntrack.py` (int64, float64, or bool as
+/// one byte, as `TableCols` has them); `known`: 256 * 65536 bytes, the well-known
+/// port table. After the last chunk; also keeps what `swell_ct_pairs` needs of the
+/// connections. 0, or -1 on bad arguments.
 ///
 /// # Safety
-/// Each pointer is writable for the number of connections (twice that for `out_dir`)
-/// elements of its width.
+/// `h` comes from `swell_ct_new`; `known` is readable for 256 * 65536 bytes; `out`
+/// holds `ncols` pointers, each writable for `n` elements of its column's type.
 #[no_mangle]
-pub unsafe extern "C" fn swell_ct_export(
+pub unsafe extern "C" fn swell_ct_table(
     h: *mut Tracker,
-    out_conn: *const *mut u8,
-    conn_width: *const u8,
-    out_dir: *const *mut u8,
-    dir_width: *const u8,
+    known: *const u8,
+    t0: i64,
+    out: *const *mut u8,
+    ncols: usize,
+    n: usize,
 ) -> i32 {
     let Some(t) = h.as_mut() else { return -1 };
-    let oc = from_raw_parts(out_conn, N_CONN_COLS as usize);
-    let wc = from_raw_parts(conn_width, N_CONN_COLS as usize);
-    let od = from_raw_parts(out_dir, N_DIR_COLS as usize);
-    let wd = from_raw_parts(dir_width, N_DIR_COLS as usize);
-    t.export_state(|i, c, cold| {
-        for (k, (&p, &w)) in oc.iter().zip(wc).enumerate() {
-            put(p, w, i, conn_col(c, cold, k as u32).unwrap_or(0));
+    if ncols != N_TABLE_COLS || known.is_null() || out.is_null() || n != t.conns.len() {
+        return -1;
+    }
+    let o = from_raw_parts(out, ncols);
+    if n > 0 && o.iter().any(|p| p.is_null()) {
+        return -1;
+    }
+    let known = from_raw_parts(known, 256 << 16);
+    let i = |k: usize| {
+        if n == 0 {
+            &mut [][..]
+        } else {
+            std::slice::from_raw_parts_mut(o[k] as *mut i64, n)
         }
-        for d in 0..2 {
-            for (k, (&p, &w)) in od.iter().zip(wd).enumerate() {
-                put(p, w, 2 * i + d, dir_col(&c.dirs[d], k as u32).unwrap_or(0));
-            }
+    };
+    let f = |k: usize| {
+        if n == 0 {
+            &mut [][..]
+        } else {
+            std::slice::from_raw_parts_mut(o[k] as *mut f64, n)
         }
-    });
-    0
+    };
+    let b = |k: usize| {
+        if n == 0 {
+            &mut [][..]
+        } else {
+            std::slice::from_raw_parts_mut(o[k], n)
+        }
+    };
+    let cols = TableCols {
+        cdir: i(0),
+        proto: i(1),
+        client: i(2),
+        server: i(3),
+        cport: i(4),
+        sport: i(5),
+        start: f(6),
+        end: f(7),
+        client_inferred: b(8),
+        open_at_start: b(9),
+        open_at_end: b(10),
+        rst: b(11),
+        fin_c2s: b(12),
+        fin_s2c: b(13),
+        server_leg: f(14),
+        client_leg: f(15),
+        one_sided_rtt: f(16),
+        counters: [
+            i(17),
+            i(18),
+            i(19),
+            i(20),
+            i(21),
+            i(22),
+            i(23),
+            i(24),
+            i(25),
+            i(26),
+        ],
+        one_way: b(27),
+        acked_c2s: i(28),
+        acked_s2c: i(29),
+        lower_bound: b(30),
+    };
+    if t.table(known, t0, cols) {
+        0
+    } else {
+        -1
+    }
 }
 
 /// Count the request/response pairs (see `Tracker::pairs`; `cdir`: the client's
 /// direction for each of the `n` connections) for `swell_ct_pairs_copy`; returns
-/// the number of pairs, -1 on bad arguments. After `swell_ct_export` this first
-/// frees the connection state (the export kept what the pairs need of it).
+/// the number of pairs, -1 on bad arguments. After `swell_ct_table` this first
+/// frees the connection state (the table's pass kept what the pairs need of it).
 ///
 /// # Safety
 /// `h` comes from `swell_ct_new`; `cdir` is readable for `n` elements.
@@ -380,7 +389,7 @@ pub unsafe extern "C" fn swell_ct_pairs(
 /// Write the pairs counted by the last `swell_ct_pairs` straight into eight columns
 /// (conn, req_size, rsp_size as int64; req_t0, req_t1, rsp_t0, rsp_t1,
 /// think_before as float64). The last step: the connection state and runs are
-/// released (export them first).
+/// released (write the table first).
 ///
 /// # Safety
 /// Each of the eight pointers is writable for the number of pairs.
