@@ -356,21 +356,46 @@ def test_tcp_goodput_matches_rate(netns, tmp_path: Path, mbit: int) -> None:
     assert 0 < max(peaks) <= queue
 
 
-@pytest.mark.parametrize("threads", [None, 2])
+@pytest.mark.parametrize(("threads", "back_us"), [(None, 0), (2, 0), (None, 2_000)])
 def test_udp_overload_loses_excess_and_queue_bounds_delay(netns, tmp_path: Path,
-                                                          threads: int | None) -> None:
-    """threads=2: the capture, queue samples and counters also hold per direction."""
+                                                          threads: int | None,
+                                                          back_us: int) -> None:
+    """threads=2: the capture, queue samples and counters also hold per direction.
+    back_us > 0: both directions are delayed, so the engine reads arrivals lazily (at
+    the next departure, docs/linkemu.md): spacing, queue limit and delay bound must
+    not change, since every decision counts from the frame's kernel receive stamp.
+
+    The RTT bound is checked on 100 probes (its p99 is their maximum), so one stall of
+    the shared 2-core machine fails it (26.8, 29.7 and 45.3 ms, past the bound's 2 ms of slack,
+    in 3 of 57 runs; with the eager engine of 9648bc9 too): one re-measurement, two
+    misses fail. Everything else is checked on every run."""
     bed = Bed(netns, n_a=2, n_b=1)
     rate, queue = 10e6, 25_000  # 25 kB at 10 Mbit/s = 20 ms of queueing at most
     bneck = PipeSpec(rate_bps=rate, delay_us=2_000, queue_bytes=queue)
-    fast = PipeSpec(delay_us=0)
-    cfg = config(bed, tmp_path, bottleneck=bneck, back=fast, capture=True)
-    with LinkEngine(cfg, tmp_path, threads=threads) as eng:
+    fast = PipeSpec(delay_us=back_us)
+    # RTT bound: 2 ms delay (+ the way back) + 20 ms of full queue + one 1.2 ms packet in
+    # service + the probe; 2 ms of slack: the probe stamps its send time in user space
+    bound = 2.0 + back_us / 1e3 + queue * 8 / rate * 1e3 + 1.2 + 0.1
+    for attempt in (1, 2):
+        work = tmp_path / f"try{attempt}"
+        work.mkdir()
+        p99 = _overload_once(bed, work, bneck, fast, threads, rate, queue, bound)
+        if p99 <= bound + 2.0:
+            break
+        print("RTT bound missed once; measuring again")
+    assert p99 <= bound + 2.0
+
+
+def _overload_once(bed: Bed, work: Path, bneck: PipeSpec, back: PipeSpec,
+                   threads: int | None, rate: float, queue: int, bound: float) -> float:
+    """One 3 s UDP overload with probes; checks all but the RTT bound, returns the RTT p99."""
+    cfg = config(bed, work, bottleneck=bneck, back=back, capture=True)
+    with LinkEngine(cfg, work, threads=threads) as eng:
         res = iperf(bed, "10.1.0.1", "10.2.0.1", seconds=3, omit=0, udp_mbit=20,
                     probe=lambda: icmp_rtts(bed, ["10.1.0.2"], "10.2.0.1", count=100,
                                             interval=0.02))
         stats = eng.stop()
-    check_capture_spacing(tmp_path / "bneck.pcap", stats, rate)
+    check_capture_spacing(work / "bneck.pcap", stats, rate)
     udp = res["end"]["sum"]
     recv_bps = udp["bytes"] * 8 * (1 - udp["lost_percent"] / 100) / udp["seconds"]
     print(f"UDP offered 20 Mbit/s, delivered {recv_bps / 1e6:.2f}, lost {udp['lost_percent']:.1f}%")
@@ -379,15 +404,12 @@ def test_udp_overload_loses_excess_and_queue_bounds_delay(netns, tmp_path: Path,
     assert pipe["drops"]["queue"] > 0 and pipe["drops"]["loss"] == 0
     peaks = [sample[3] for sample in stats["queue_samples"]["port:left>right"]]
     assert 20_000 < max(peaks) <= queue, "the queue fills up to, never past, its limit"
-    # RTT bound: 2 ms delay + 20 ms of full queue + one 1.2 ms packet in service + the probe
-    bound = 2.0 + queue * 8 / rate * 1e3 + 1.2 + 0.1
     rtts = res["probe"]["10.1.0.2"]
     p99, med = pct(rtts, 0.99), pct(rtts, 0.5)
     print(f"RTT under overload: median {med:.2f} ms p99 {p99:.2f} ms max {max(rtts):.2f} "
           f"(bound {bound:.1f}); peak queue {max(peaks)} B")
     assert med > 15.0, "the queue should fill"
-    # 2 ms of slack: the probe stamps its send time in user space on a loaded machine
-    assert p99 <= bound + 2.0
+    return p99
 
 
 def check_capture_spacing(path: Path, stats: dict[str, Any], rate: float) -> None:

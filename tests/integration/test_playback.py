@@ -314,7 +314,9 @@ def test_udp_playback_is_not_responsive_tcp_is(netns, tmp_path: Path) -> None:  
         late_ms[f"{proto}{' + bulk' if bulk else ''}"] = np.round(
             np.percentile(late, [50, 90]) * 1e3, 1).tolist()
     print(f"lateness p50/p90 (ms) at a 6 Mbit/s bottleneck's input: {late_ms}")
-    # UDP keeps sending on the trace's schedule (p90 leaves room for a busy shared CPU)
-    assert late_ms["udp + bulk"][0] <= 5.0 and late_ms["udp + bulk"][1] <= 100.0
+    # UDP keeps sending on the trace's schedule: its median lateness stays in
+    # milliseconds (3-4 ms typically, 7.7 ms seen on a busy 2-core machine; p90
+    # leaves room for that CPU), where TCP beside the bulk flows is >= 300 ms late
+    assert late_ms["udp + bulk"][0] <= 20.0 and late_ms["udp + bulk"][1] <= 100.0
     # TCP backs off beside the bulk flows: far later than the same TCP playback alone
     assert late_ms["tcp + bulk"][0] >= max(300.0, 4 * late_ms["tcp"][0])

@@ -4,11 +4,24 @@
 //! destination) to port `out` and walks up to three pipes: the `up` pipe of its
 //! source host, the port pipe `(in, out)`, the `down` pipe of its destination
 //! host (each only if configured). A min-heap holds one entry per non-empty
-//! pipe (its head's departure time). The loop: run every due departure (moving
+//! pipe (its head's departure time). The loop: read a batch from every port
+//! (each frame enters its first pipe at its kernel receive stamp), run every
+//! departure due by the horizon up to which all frames have been read (moving
 //! packets to their next pipe at the scheduled time, or queueing them for
-//! transmission with MACs rewritten), flush the transmit queues, read a batch
-//! from every port, and when idle sleep on epoll with a timerfd armed a little
-//! before the next departure, spinning the last stretch for microsecond accuracy.
+//! transmission with MACs rewritten), flush the transmit queues, and when idle
+//! sleep on epoll with a timerfd armed a little before the next departure,
+//! spinning the last stretch for microsecond accuracy. Reading before running
+//! departures keeps every pipe's entries in time order however late a frame is
+//! read, so loss, queue and serialiser decisions are those at its arrival.
+//!
+//! Lazy receive: when every frame crosses a port pipe with a delay (the bench's
+//! and most bottleneck setups), a frame read late still departs on time. A
+//! sleep shorter than `lazy_ns` then waits on the timer alone: the frames that
+//! arrive meanwhile are read at the next departure, one wake-up per departure
+//! instead of one per arrival and one per departure. At 50k pkt/s on the 2-core
+//! VM this removed stalls of up to 50 ms in which (most likely) the kernel's
+//! fair server ran normal tasks in place of the SCHED_FIFO engine
+//! (docs/linkemu.md, "Wake-up lateness").
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -66,6 +79,8 @@ pub struct Engine {
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     pool: Vec<Vec<u8>>,
     spin_ns: u64,
+    /// Longest sleep that ignores the ports (0: always wake on arrivals).
+    lazy_ns: u64,
     start_ns: u64,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC, refreshed with every stats record
     real_offset: i128,
@@ -122,6 +137,7 @@ impl Engine {
             heap: BinaryHeap::new(),
             pool: Vec::new(),
             spin_ns: spin_us * 1000,
+            lazy_ns: lazy_bound_ns(cfg),
             start_ns: mono_ns(),
             real_offset: offset,
         })
@@ -254,29 +270,39 @@ impl Engine {
         }
     }
 
-    /// Reads one batch from every port; true if any port had frames.
+    /// Reads one batch from every port; returns whether any port had frames
+    /// and the horizon: the time up to which every frame has been read.
     ///
     /// A frame enters its first pipe at the kernel's receive time (so the
     /// engine's wake-up latency is not added to the emulated delay), mapped to
-    /// the monotonic clock (never in the future, and at most 1 s back).
-    fn receive(&mut self, frames: &mut Vec<(Vec<u8>, i128)>) -> bool {
+    /// the monotonic clock (never in the future, and at most 1 s back). Frames
+    /// still in a ring arrived after the read began (a drained ring) or after
+    /// the last frame read (a full batch: ring order is arrival order), so the
+    /// caller may run the departures up to the horizon without any unread
+    /// frame having to enter a pipe before one of them.
+    fn receive(&mut self, frames: &mut Vec<(Vec<u8>, i128)>) -> (bool, u64) {
         let mut any = false;
+        let mut horizon = u64::MAX;
         for pi in 0..self.ports.len() {
             if !self.ports[pi].rx {
                 continue;
             }
+            let before = mono_ns();
             let n = self.ports[pi].recv_batch(&mut self.pool, frames);
-            if n == 0 {
-                continue;
+            let mut last = before;
+            if n > 0 {
+                any = true;
+                let now = mono_ns();
+                for (buf, stamp) in frames.drain(..) {
+                    let t = (stamp - self.real_offset).clamp(now as i128 - 1_000_000_000, now as i128);
+                    let t = if stamp == 0 { now } else { t as u64 };
+                    last = t;
+                    self.ingress(pi, buf, t);
+                }
             }
-            any = true;
-            let now = mono_ns();
-            for (buf, stamp) in frames.drain(..) {
-                let t = (stamp - self.real_offset).clamp(now as i128 - 1_000_000_000, now as i128);
-                self.ingress(pi, buf, if stamp == 0 { now } else { t as u64 });
-            }
+            horizon = horizon.min(if n == BATCH { last } else { before });
         }
-        any
+        (any, horizon.min(mono_ns()))
     }
 
     /// The main loop; returns when STOP is set.
@@ -313,7 +339,11 @@ impl Engine {
                 window_start = now;
                 spin_used = 0;
             }
-            self.run_due(now);
+            // Arrivals first: a departure is run only once every frame that
+            // arrived before it has entered its pipe, so reading late (lazy
+            // sleeps, a preempted engine) never reorders a pipe's entries.
+            let (got, horizon) = self.receive(&mut frames);
+            self.run_due(horizon);
             self.flush();
             if now >= next_stats {
                 self.real_offset = real_ns() - mono_ns() as i128;
@@ -322,9 +352,7 @@ impl Engine {
                 }
                 next_stats = now + interval;
             }
-            if self.receive(&mut frames) {
-                self.run_due(mono_ns());
-                self.flush();
+            if got {
                 continue;
             }
             let now = mono_ns();
@@ -341,7 +369,7 @@ impl Engine {
             let spin = if long { self.spin_ns.max((late_est * 3 / 2).min(MAX_SPIN)) }
                        else { self.spin_ns };
             let target = if may_spin { next - spin } else { next };
-            waiter.wait(target);
+            waiter.wait(target, next - now > self.lazy_ns);
             let woke = mono_ns();
             if long && woke > target {
                 late_est = (late_est * 7 + (woke - target).min(MAX_SPIN)) / 8;
@@ -447,9 +475,28 @@ impl StatsWriter {
     }
 }
 
-/// epoll over the port sockets plus a timerfd for the next departure.
+/// How long frames may wait unread: half the smallest port-pipe delay between
+/// two different ports (a pair without a pipe counts 0), at most 1 ms; 0 for
+/// fewer than two ports. Host pipes only add delay, so they do not lower the
+/// bound. A frame routed back out of its own port would wait as well: hosts
+/// reach on-link peers directly, so such frames do not occur in swell's
+/// layouts.
+fn lazy_bound_ns(cfg: &Config) -> u64 {
+    let mut min_us = u64::MAX;
+    for a in &cfg.ports {
+        for b in cfg.ports.iter().filter(|b| b.name != a.name) {
+            let pipe = cfg.port_pipes.iter().find(|(x, y, _)| *x == a.name && *y == b.name);
+            min_us = min_us.min(pipe.map_or(0, |p| p.2.delay_us));
+        }
+    }
+    if min_us == u64::MAX { 0 } else { (min_us * 1000 / 2).min(1_000_000) }
+}
+
+/// epoll over the port sockets plus a timerfd for the next departure; a
+/// second epoll set holds the timer (and `wake_fd`) alone, for lazy sleeps.
 struct Waiter {
     ep: i32,
+    ep_timer: i32,
     timer: i32,
 }
 
@@ -458,22 +505,27 @@ impl Waiter {
         // SAFETY: plain fd syscalls on fds this process owns.
         unsafe {
             let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+            let ep_timer = libc::epoll_create1(libc::EPOLL_CLOEXEC);
             let timer = libc::timerfd_create(libc::CLOCK_MONOTONIC,
                                              libc::TFD_NONBLOCK | libc::TFD_CLOEXEC);
-            if ep < 0 || timer < 0 {
+            if ep < 0 || ep_timer < 0 || timer < 0 {
                 return Err("epoll/timerfd".into());
             }
             let rx_fds = ports.iter().filter(|p| p.rx).map(|p| p.fd);
-            for fd in rx_fds.chain([timer]).chain(wake_fd) {
+            let sets = rx_fds.map(|fd| (ep, fd))
+                .chain([(ep, timer), (ep_timer, timer)])
+                .chain(wake_fd.into_iter().flat_map(|fd| [(ep, fd), (ep_timer, fd)]));
+            for (set, fd) in sets {
                 let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
-                libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev);
+                libc::epoll_ctl(set, libc::EPOLL_CTL_ADD, fd, &mut ev);
             }
-            Ok(Waiter { ep, timer })
+            Ok(Waiter { ep, ep_timer, timer })
         }
     }
 
-    /// Sleeps until a port is readable, `deadline` (monotonic ns) passes, or a signal.
-    fn wait(&self, deadline: u64) {
+    /// Sleeps until `deadline` (monotonic ns) passes, a signal, or (with
+    /// `ports`) a port is readable.
+    fn wait(&self, deadline: u64, ports: bool) {
         // SAFETY: itimerspec/epoll_event buffers are valid for the calls.
         unsafe {
             let spec = libc::itimerspec {
@@ -485,7 +537,8 @@ impl Waiter {
             };
             libc::timerfd_settime(self.timer, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut());
             let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
-            let n = libc::epoll_wait(self.ep, evs.as_mut_ptr(), 8, -1);
+            let set = if ports { self.ep } else { self.ep_timer };
+            let n = libc::epoll_wait(set, evs.as_mut_ptr(), 8, -1);
             for e in evs.iter().take(n.max(0) as usize) {
                 if e.u64 == self.timer as u64 {
                     let mut buf = [0u8; 8];
@@ -493,5 +546,28 @@ impl Waiter {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pipes: serde_json::Value) -> Config {
+        let port = |n: &str| json!({"name": n, "netns": "/x", "ifname": n});
+        serde_json::from_value(json!({"name": "t", "ports": [port("a"), port("b")],
+                                      "routes": [], "port_pipes": pipes})).unwrap()
+    }
+
+    #[test]
+    fn lazy_bound_is_half_the_smallest_port_delay_capped() {
+        let both = |da: u64, db: u64| config(json!([["a", "b", {"delay_us": da}],
+                                                   ["b", "a", {"delay_us": db}]]));
+        assert_eq!(lazy_bound_ns(&both(5_000, 800)), 400_000);
+        assert_eq!(lazy_bound_ns(&both(20_000, 20_000)), 1_000_000);
+        assert_eq!(lazy_bound_ns(&both(0, 5_000)), 0);
+        // a direction without a port pipe has no delay to hide late reads in
+        assert_eq!(lazy_bound_ns(&config(json!([["a", "b", {"delay_us": 5_000}]]))), 0);
+        assert_eq!(lazy_bound_ns(&config(json!([]))), 0);
     }
 }

@@ -191,10 +191,14 @@ impl<T> Pipe<T> {
         }
     }
 
-    /// Queue occupancy (bytes, packets) at time `t`.
-    pub fn queue_at(&mut self, t: u64) -> (u64, u64) {
-        self.trim_backlog(t);
-        (self.backlog_bytes, self.backlog.len() as u64)
+    /// Queue occupancy (bytes, packets) at time `t`. Read-only: a packet may
+    /// still enter at an earlier time (the engine samples its stats at the
+    /// loop's clock, arrivals enter at their receive stamps), and its drop
+    /// decision must count the backlog as it was then.
+    pub fn queue_at(&self, t: u64) -> (u64, u64) {
+        let started = self.backlog.partition_point(|&(start, _)| start <= t);
+        let gone: u64 = self.backlog.iter().take(started).map(|&(_, len)| u64::from(len)).sum();
+        (self.backlog_bytes - gone, (self.backlog.len() - started) as u64)
     }
 
     /// Offers a packet of `len` bytes at time `t`. On success returns its
@@ -303,6 +307,24 @@ mod tests {
         assert!(q.enter(16_000_000, 1000, 7).is_ok());
         assert!(q.enter(16_000_000, 1000, 8).is_ok());
         assert!(q.enter(16_000_000, 1000, 9).is_err());
+    }
+
+    #[test]
+    fn sampling_the_queue_later_does_not_change_an_earlier_arrival() {
+        // 1 Mbit/s, 1000 B = 8 ms per packet, room for 2 waiting packets.
+        let run = |sample_at: Option<u64>| {
+            let mut p: Pipe<u32> = Pipe::new("x".into(), &conf(Some(1e6), 0, None, Some(2)), 1);
+            for i in 0..3 {
+                p.enter(0, 1000, i).unwrap(); // one in service, two waiting
+            }
+            if let Some(t) = sample_at {
+                assert_eq!(p.queue_at(t), (0, 0)); // all started by 30 ms
+            }
+            // at 7 ms the second packet has not started (it starts at 8 ms): full
+            p.enter(7_000_000, 1000, 3).is_ok()
+        };
+        assert!(!run(None));
+        assert!(!run(Some(30_000_000)), "a stats sample at 30 ms freed the queue at 7 ms");
     }
 
     #[test]
