@@ -88,7 +88,7 @@ def run_swell(path: Path, limit: int | None = None) -> tuple[int, float]:
     t0 = time.perf_counter()
     n = total = 0
     with open_trace(path) as tr:
-        for c in tr.chunks():
+        for c in tr.chunks(1 << 18):  # the chunk size of the published table
             n += len(c)
             total += int(c.payload_len.sum())
     return n, time.perf_counter() - t0

@@ -66,7 +66,7 @@ def extract_model(
     trace: str | os.PathLike[str],
     th: Thresholds | None = None,
     with_sensitivity: bool = False,
-    chunk: int = 1 << 18,
+    chunk: int = 1 << 17,  # = reader.DEFAULT_CHUNK
     label: str = "extract",
 ) -> SwingModel:
     """Read ``trace`` once and fit its Swing model (no file written)."""

@@ -60,7 +60,9 @@ import numpy as np
 from swell.errors import SwellError
 from swell.native import native_artifact
 
-DEFAULT_CHUNK = 1 << 18
+# Packets per chunk: bounds memory; 2^17 reads and extracts a few % faster than 2^18
+# on the 2-core VM (fresh memory per chunk; docs/extract-speed.md, fourth round).
+DEFAULT_CHUNK = 1 << 17
 
 # Column name -> dtype. The order is the C ABI (struct CColumns in columns.rs).
 COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
