@@ -170,8 +170,10 @@ class NativeTracker:
         self.wait()
         if n:
             self._pending = self._pool.submit(self._add_read, prep)
-            # the worker is the slower thread: page in its next state blocks meanwhile
-            self._lib.swell_ct_spares_fill(self._spares)
+            # the worker is the slower thread: page in its next state blocks meanwhile,
+            # unless this read was the last (short: the trace ended), as for a small trace
+            if n == max_packets:
+                self._lib.swell_ct_spares_fill(self._spares)
         return n
 
     def _add_read(self, prep: int) -> None:
