@@ -66,18 +66,19 @@ def extract_model(
     trace: str | os.PathLike[str],
     th: Thresholds | None = None,
     with_sensitivity: bool = False,
-    chunk: int = 1 << 17,  # = reader.DEFAULT_CHUNK
+    chunk: int | None = None,
     label: str = "extract",
 ) -> SwingModel:
-    """Read ``trace`` once and fit its Swing model (no file written)."""
-    from swell.extract.reader import open_trace
+    """Read ``trace`` once and fit its Swing model (no file written); ``chunk``:
+    packets per read (default ``reader.DEFAULT_CHUNK``)."""
+    from swell.extract.reader import DEFAULT_CHUNK, open_trace
 
     th = th or Thresholds()
     if th.rre_gap_s <= 0 or th.session_timeout_s < th.rre_gap_s:
         raise SwellError("thresholds", "need 0 < --rre-gap <= --session-timeout")
     builder = ConnectionBuilder()
     with open_trace(trace) as tr, Progress(label, total=os.path.getsize(trace), unit="B") as prog:
-        while builder.add_trace(tr, chunk):
+        while builder.add_trace(tr, chunk or DEFAULT_CHUNK):
             prog.update(done=tr.offset, status=f"{builder.packets:,} pkts")
         info, warnings = tr.info, tr.warnings
         # the provenance hash: XXH3-128 over the bytes the reader read (no second pass)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from swell.extract.reader import ACK, SKIP_REASONS, SYN, PacketChunk, open_trace
+from swell.extract.reader import ACK, DEFAULT_CHUNK, SKIP_REASONS, SYN, PacketChunk, open_trace
 from swell.progress import Progress
 
 LINKTYPE_NAMES = {
@@ -186,7 +186,7 @@ def _iso(ts_ns: int) -> str:
     return t.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def summarize(path: str | Path, chunk: int = 1 << 17, progress: bool = True) -> TraceSummary:
+def summarize(path: str | Path, chunk: int = DEFAULT_CHUNK, progress: bool = True) -> TraceSummary:
     """Read the whole trace once and return its summary."""
     with open_trace(path) as tr:
         info = tr.info

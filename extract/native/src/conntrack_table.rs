@@ -217,31 +217,7 @@ fn fill(
     out: TableCols,
 ) -> FinalRuns {
     let mut fr = FinalRuns::default();
-    let TableCols {
-        cdir,
-        proto,
-        client,
-        server,
-        cport,
-        sport,
-        start,
-        end,
-        client_inferred,
-        open_at_start,
-        open_at_end,
-        rst,
-        fin_c2s,
-        fin_s2c,
-        server_leg,
-        client_leg,
-        one_sided_rtt,
-        counters,
-        one_way,
-        acked_c2s,
-        acked_s2c,
-        lower_bound,
-    } = out;
-    for r in 0..cdir.len() {
+    for r in 0..out.cdir.len() {
         let i = base + r;
         let (c, cold) = (&conns[i], &cold_list[i]);
         fr.add(i, c);
@@ -280,23 +256,23 @@ fn fill(
         let at_start = is_tcp && syn < 0;
         let at_end = is_tcp && !closed;
         let ow = dc.pkts == 0 || ds.pkts == 0;
-        cdir[r] = cd as i64;
-        proto[r] = c.proto as i64;
-        client[r] = ep_c >> 16;
-        server[r] = ep_s >> 16;
-        cport[r] = ep_c & 0xFFFF;
-        sport[r] = ep_s & 0xFFFF;
-        start[r] = tsec(cold.first_ns, t0);
-        end[r] = tsec(c.last_ns, t0);
-        client_inferred[r] = (c.syn_dir < 0 && c.synack_dir < 0) as u8;
-        open_at_start[r] = at_start as u8;
-        open_at_end[r] = at_end as u8;
-        rst[r] = c.rst as u8;
-        fin_c2s[r] = dc.fin() as u8;
-        fin_s2c[r] = ds.fin() as u8;
-        server_leg[r] = leg(syn >= 0 && sa >= syn, syn, sa);
-        client_leg[r] = leg(sa >= 0 && ack >= sa, sa, ack);
-        one_sided_rtt[r] = leg(sa < 0 && syn >= 0 && ack >= syn, syn, ack);
+        out.cdir[r] = cd as i64;
+        out.proto[r] = c.proto as i64;
+        out.client[r] = ep_c >> 16;
+        out.server[r] = ep_s >> 16;
+        out.cport[r] = ep_c & 0xFFFF;
+        out.sport[r] = ep_s & 0xFFFF;
+        out.start[r] = tsec(cold.first_ns, t0);
+        out.end[r] = tsec(c.last_ns, t0);
+        out.client_inferred[r] = (c.syn_dir < 0 && c.synack_dir < 0) as u8;
+        out.open_at_start[r] = at_start as u8;
+        out.open_at_end[r] = at_end as u8;
+        out.rst[r] = c.rst as u8;
+        out.fin_c2s[r] = dc.fin() as u8;
+        out.fin_s2c[r] = ds.fin() as u8;
+        out.server_leg[r] = leg(syn >= 0 && sa >= syn, syn, sa);
+        out.client_leg[r] = leg(sa >= 0 && ack >= sa, sa, ack);
+        out.one_sided_rtt[r] = leg(sa < 0 && syn >= 0 && ack >= syn, syn, ack);
         let pairs = [
             (dc.pkts, ds.pkts),
             (dc.wire, ds.wire),
@@ -305,14 +281,14 @@ fn fill(
             (dc.new_bytes, ds.new_bytes),
         ];
         for (k, (a, b)) in pairs.into_iter().enumerate() {
-            counters[2 * k][r] = a;
-            counters[2 * k + 1][r] = b;
+            out.counters[2 * k][r] = a;
+            out.counters[2 * k + 1][r] = b;
         }
-        one_way[r] = ow as u8;
+        out.one_way[r] = ow as u8;
         // the unseen direction of a one-directional TCP connection: bytes it acknowledged
-        acked_c2s[r] = if ow && is_tcp { ds.ack_adv } else { 0 };
-        acked_s2c[r] = if ow && is_tcp { dc.ack_adv } else { 0 };
-        lower_bound[r] = ((at_start || at_end) && is_tcp) as u8;
+        out.acked_c2s[r] = if ow && is_tcp { ds.ack_adv } else { 0 };
+        out.acked_s2c[r] = if ow && is_tcp { dc.ack_adv } else { 0 };
+        out.lower_bound[r] = ((at_start || at_end) && is_tcp) as u8;
     }
     fr
 }
