@@ -174,13 +174,13 @@ def comparable_distributions(arrays: dict[str, np.ndarray]) -> dict[str, np.ndar
 def reextracted_distributions(path: str | Path) -> tuple[dict[str, np.ndarray] | None, str]:
     """Swing distributions of a capture, for KS distances: ``(arrays, note)``.
 
-    The hook to the extract stage: ``swell.extract.cli.extract_model(path)``
+    The hook to the extract stage: ``swell.extract.pipeline.extract_model(path)``
     fits the same model the ``swell extract`` command does, and its arrays
     (``app/<app>/<param>``, ``net/<side>/<param>``) are returned. When the
     extract stage is missing or cannot model the capture, ``(None, reason)``.
     """
     try:
-        from swell.extract.cli import extract_model
+        from swell.extract.pipeline import extract_model
     except ImportError as exc:
         return None, f"KS distances not computed: swell.extract is not available ({exc})"
     try:

@@ -18,7 +18,7 @@ from the IP/TCP headers), which keeps the file near 1 GB.
 For each file, fresh subprocesses: ``read`` (iterate the reader's chunks,
 no work) and one ``extract`` per connection tracker (``--engines``: the native
 Rust tracker, the default, and the numpy reference; ``SWELL_CONNTRACK``):
-:func:`swell.extract.cli.extract_model` (reader + connection reconstruction +
+:func:`swell.extract.pipeline.extract_model` (reader + connection reconstruction +
 model fit, no file written). Reported: wall time,
 packets/s, the ratio extract/read (target <= 2), each process's peak RSS
 (``VmHWM``), which shows memory stays bounded on a trace far larger than
@@ -128,7 +128,7 @@ def _one(mode: str, path: str) -> None:
     from swell.extract.reader import open_trace
 
     if mode != "read":
-        from swell.extract.cli import extract_model
+        from swell.extract.pipeline import extract_model
     t0 = time.perf_counter()
     if mode == "read":
         n = 0

@@ -23,11 +23,10 @@ import argparse
 import collections
 import json
 import platform
-import secrets
-import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,40 +36,31 @@ from swell.generators.cbr import CbrConfig, CbrGenerator  # noqa: E402
 from swell.generators.schedule import Conn, Rre, Schedule, Session, write_schedule  # noqa: E402
 from swell.generators.swing import load_records  # noqa: E402
 from swell.native import native_artifact  # noqa: E402
+from swell.nsset import NetnsSet  # noqa: E402
 
 CLIENTS = [f"10.77.1.{i}" for i in range(1, 51)]
 SERVERS = [f"10.77.2.{i}" for i in range(1, 5)]
 
 
-def sh(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True)
-
-
+@dataclass(frozen=True)
 class Pair:
     """Two namespaces joined by a veth pair (client addresses on one side, servers on the other)."""
 
-    def __init__(self) -> None:
-        p = "swb" + secrets.token_hex(2)
-        self.cns, self.sns = f"{p}-c", f"{p}-s"
-        for ns in (self.cns, self.sns):
-            sh("ip", "netns", "add", ns)
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "link", "add", f"{p}a", "netns", self.cns, "type", "veth", "peer", "name",
-           f"{p}b", "netns", self.sns)
-        for ns, dev, addrs in ((self.cns, f"{p}a", CLIENTS), (self.sns, f"{p}b", SERVERS)):
-            for a in addrs:
-                sh("ip", "-n", ns, "addr", "add", f"{a}/16", "dev", dev)
-            sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
-               "gro", "off")  # wire-sized packets, as in the tests' namespaces
-            sh("ip", "-n", ns, "link", "set", dev, "up")
+    cns: str
+    sns: str
 
-    def close(self) -> None:
-        for ns in (self.cns, self.sns):
-            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
-                                  text=True).stdout.split()
-            for pid in pids:
-                subprocess.run(["kill", "-9", pid], check=False)
-            subprocess.run(["ip", "netns", "del", ns], check=False)
+
+def make_pair(nss: NetnsSet) -> Pair:
+    """``<prefix>-c`` (CLIENTS) -- ``<prefix>-s`` (SERVERS), all /16 on one veth.
+
+    The veth's segmentation offloads are off (wire-sized packets, as in the
+    tests' namespaces).
+    """
+    pair = Pair(nss.add("c"), nss.add("s"))
+    nss.veth(pair.cns, "eth0", pair.sns, "eth0")
+    nss.add_addresses(pair.cns, "eth0", (f"{a}/16" for a in CLIENTS))
+    nss.add_addresses(pair.sns, "eth0", (f"{a}/16" for a in SERVERS))
+    return pair
 
 
 def run_schedule(pair: Pair, sessions: list[Session], tmp: Path, label: str
@@ -152,11 +142,9 @@ def bench_throughput(pair: Pair, tmp: Path, nsess: int, mbytes: int) -> dict[str
 
 
 def bench_timing(tmp: Path, pps_list: list[int], seconds: float) -> list[dict[str, object]]:
-    ns = "swb" + secrets.token_hex(2) + "-t"
-    sh("ip", "netns", "add", ns)
-    sh("ip", "-n", ns, "link", "set", "lo", "up")
     rows: list[dict[str, object]] = []
-    try:
+    with NetnsSet("swb") as nss:
+        ns = nss.add("t")
         for pps in pps_list:
             for dist in ("const", "poisson"):
                 for rt in (False, True):
@@ -169,8 +157,6 @@ def bench_timing(tmp: Path, pps_list: list[int], seconds: float) -> list[dict[st
                         s = run_generator(CbrGenerator(cfg), label=f"{engine} {pps}").summary
                         rows.append({**s, "pps_achieved": s["pps"], "pps": pps, "dist": dist,
                                      "rt": rt, "engine": engine})
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], check=False)
     return rows
 
 
@@ -213,16 +199,14 @@ def main() -> int:
     res: dict[str, object] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     with tempfile.TemporaryDirectory(prefix="swell-bench-gen-") as tmpdir:
         tmp = Path(tmpdir)
-        pair = Pair()
-        try:
+        with NetnsSet("swb") as nss:
+            pair = make_pair(nss)
             res["concurrent"] = bench_concurrent(pair, tmp, args.sessions)
             print(res["concurrent"], flush=True)
             res["connrate"] = bench_connrate(pair, tmp, args.conns, args.conn_rate)
             print(res["connrate"], flush=True)
             res["throughput"] = bench_throughput(pair, tmp, 8, 400)
             print(res["throughput"], flush=True)
-        finally:
-            pair.close()
         res["timing"] = [] if args.skip_timing else bench_timing(tmp, [1000, 10000, 50000],
                                                                  args.seconds)
     text = tables(res)

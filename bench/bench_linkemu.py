@@ -2,7 +2,8 @@
 
 Manual, root, not CI: ``sudo .venv/bin/python bench/bench_linkemu.py [--seconds 5]
 [--out docs/bench-linkemu.md]``. One run measures, side by side, on namespaces
-it builds and removes (prefix ``swb<hex>``):
+it builds and removes with :class:`swell.nsset.NetnsSet` (prefix ``swlb<hex>``; IPv6
+off and TCP buffers up to 64 MB in every namespace):
 
 * ``bare veth``: host namespace A and B joined by one veth pair, offloads off:
   the physical limit of this machine;
@@ -27,7 +28,6 @@ import contextlib
 import json
 import os
 import platform
-import secrets
 import select
 import shutil
 import socket
@@ -43,6 +43,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from swell.nsset import (  # noqa: E402
+    DEFAULT_OFFLOADS_OFF,
+    NetnsSet,
+    ns_path,
+    ns_popen,
+    ns_run,
+)
 from swell.topologies.linkemu import (  # noqa: E402
     EngineConfig,
     LinkEngine,
@@ -54,75 +61,46 @@ from swell.topologies.linkemu import (  # noqa: E402
 SO_TIMESTAMPNS = 35
 
 
-def sh(*argv: str, check: bool = True, inp: str | None = None) -> str:
-    return subprocess.run(list(argv), check=check, capture_output=True, text=True,
-                          input=inp).stdout
+# Every namespace: IPv6 off, TCP buffers up to 64 MB (20 ms per direction at line rate).
+SYSCTLS = ("net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+           "net.ipv4.tcp_rmem=4096 131072 67108864", "net.ipv4.tcp_wmem=4096 131072 67108864")
+# The naive forwarder cannot complete checksums: TX checksum offload off as well.
+OFFLOADS_OFF = (*DEFAULT_OFFLOADS_OFF, "tx")
 
 
-class Beds:
-    """Namespaces for one benchmark run; everything removed by ``close``."""
-
-    def __init__(self) -> None:
-        self.prefix = "swlb" + secrets.token_hex(2)
-        self.names: list[str] = []
-
-    def ns(self, name: str) -> str:
-        full = f"{self.prefix}-{name}"
-        sh("ip", "netns", "add", full)
-        self.names.append(full)
-        for cmd in ("net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
-                    "net.ipv4.tcp_rmem=4096 131072 67108864",
-                    "net.ipv4.tcp_wmem=4096 131072 67108864"):
-            sh("ip", "netns", "exec", full, "sysctl", "-qw", cmd)
-        sh("ip", "-n", full, "link", "set", "lo", "up")
-        return full
-
-    def veth(self, ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:
-        tmp_a, tmp_b = f"{self.prefix}x{len(self.names)}", f"{self.prefix}y{len(self.names)}"
-        sh("ip", "link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b)
-        sh("ip", "link", "set", tmp_a, "netns", ns_a, "name", if_a)
-        sh("ip", "link", "set", tmp_b, "netns", ns_b, "name", if_b)
-        for ns, ifname in ((ns_a, if_a), (ns_b, if_b)):
-            sh("ip", "netns", "exec", ns, "ethtool", "-K", ifname, "tso", "off", "gso", "off",
-               "gro", "off", "tx", "off", check=False)
-            sh("ip", "-n", ns, "link", "set", ifname, "up")
-
-    def mac(self, ns: str, ifname: str) -> str:
-        return json.loads(sh("ip", "-n", ns, "-j", "link", "show", ifname))[0]["address"]
-
-    def close(self) -> None:
-        for name in self.names:
-            for pid in sh("ip", "netns", "pids", name, check=False).split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), 9)
-            sh("ip", "netns", "del", name, check=False)
+def sh(*argv: str) -> str:
+    return subprocess.run(list(argv), check=True, capture_output=True, text=True).stdout
 
 
-def bare(beds: Beds) -> tuple[str, str]:
-    a, b = beds.ns("bare-a"), beds.ns("bare-b")
-    beds.veth(a, "eth0", b, "eth0")
-    sh("ip", "-n", a, "addr", "add", "10.9.0.1/24", "dev", "eth0")
-    sh("ip", "-n", b, "addr", "add", "10.9.0.2/24", "dev", "eth0")
+def host(beds: NetnsSet, name: str) -> str:
+    return beds.add(name, sysctls=SYSCTLS)
+
+
+def bare(beds: NetnsSet) -> tuple[str, str]:
+    a, b = host(beds, "bare-a"), host(beds, "bare-b")
+    beds.veth(a, "eth0", b, "eth0", offloads_off=OFFLOADS_OFF)
+    beds.add_addresses(a, "eth0", ["10.9.0.1/24"])
+    beds.add_addresses(b, "eth0", ["10.9.0.2/24"])
     return a, b
 
 
-def routed(beds: Beds, tag: str) -> tuple[str, str, str]:
-    a, b, rt = beds.ns(f"{tag}-a"), beds.ns(f"{tag}-b"), beds.ns(f"{tag}-rt")
-    beds.veth(a, "eth0", rt, "pa")
-    beds.veth(b, "eth0", rt, "pb")
+def routed(beds: NetnsSet, tag: str) -> tuple[str, str, str]:
+    a, b, rt = host(beds, f"{tag}-a"), host(beds, f"{tag}-b"), host(beds, f"{tag}-rt")
+    beds.veth(a, "eth0", rt, "pa", offloads_off=OFFLOADS_OFF)
+    beds.veth(b, "eth0", rt, "pb", offloads_off=OFFLOADS_OFF)
     for ns, side in ((a, 1), (b, 2)):
-        sh("ip", "-n", ns, "-batch", "-", inp=f"address add 10.{side}.0.1/16 dev eth0\n"
-           f"route add default via 10.{side}.255.254\n")
+        beds.ip_batch(ns, [f"address add 10.{side}.0.1/16 dev eth0",
+                           f"route add default via 10.{side}.255.254"])
     return a, b, rt
 
 
-def engine_config(beds: Beds, a: str, b: str, rt: str, delay_us: int) -> EngineConfig:
+def engine_config(beds: NetnsSet, a: str, b: str, rt: str, delay_us: int) -> EngineConfig:
     pipe = PipeSpec(delay_us=delay_us)
     return EngineConfig(
         name=beds.prefix,
-        ports=(PortSpec("left", f"/var/run/netns/{rt}", "pa", peer_mac=beds.mac(a, "eth0"),
+        ports=(PortSpec("left", ns_path(rt), "pa", peer_mac=beds.mac(a, "eth0"),
                         gateway_ips=("10.1.255.254",)),
-               PortSpec("right", f"/var/run/netns/{rt}", "pb", peer_mac=beds.mac(b, "eth0"),
+               PortSpec("right", ns_path(rt), "pb", peer_mac=beds.mac(b, "eth0"),
                         gateway_ips=("10.2.255.254",))),
         routes=(Route("10.1.0.0/16", "left"), Route("10.2.0.0/16", "right")),
         port_pipes=(("left", "right", pipe), ("right", "left", pipe)) if delay_us else (),
@@ -136,15 +114,15 @@ def cpu_seconds(pid: int) -> float:
 
 def iperf(a: str, b: str, dst: str, seconds: int) -> float:
     """TCP goodput (bit/s) from namespace a to dst in namespace b."""
-    server = subprocess.Popen(["ip", "netns", "exec", b, "iperf3", "-s", "-1", "-B", dst],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = ns_popen(b, ["iperf3", "-s", "-1", "-B", dst],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 5
-    while not sh("ip", "netns", "exec", b, "ss", "-Hltn", "sport = :5201").strip():
+    while not ns_run(b, "ss", "-Hltn", "sport = :5201").stdout.strip():
         if time.monotonic() > deadline:
             raise RuntimeError("iperf3 server did not start")
         time.sleep(0.02)
-    out = sh("ip", "netns", "exec", a, "iperf3", "-c", dst, "-t", str(seconds), "-O", "2",
-             "-C", "cubic", "-J")
+    out = ns_run(a, "iperf3", "-c", dst, "-t", str(seconds), "-O", "2", "-C", "cubic",
+                 "-J").stdout
     server.wait(timeout=10)
     return float(json.loads(out)["end"]["sum_received"]["bits_per_second"])
 
@@ -173,14 +151,11 @@ print(" ".join(map(str, out)))
 def owd_errors(a: str, b: str, dst: str, pps: int, seconds: float,
                delay_us: int) -> tuple[float, float, float]:
     """(p50 |error|, p99 |error| in us, loss fraction) of one-way delay at ``pps``."""
-    rx = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c", _RECEIVER, dst],
-                          stdout=subprocess.PIPE, text=True)
+    rx = ns_popen(b, [sys.executable, "-c", _RECEIVER, dst], stdout=subprocess.PIPE, text=True)
     assert rx.stdout is not None
     rx.stdout.readline()
     count = int(pps * seconds)
-    tx = subprocess.run(["ip", "netns", "exec", a, sys.executable, __file__, "--sender", dst,
-                         str(pps), str(count)], check=True)
-    del tx
+    ns_run(a, sys.executable, __file__, "--sender", dst, str(pps), str(count))
     delays = [int(x) for x in rx.communicate(timeout=60)[0].split()]
     errors = sorted(abs(d / 1000.0 - delay_us) for d in delays)
     if not errors:
@@ -244,10 +219,9 @@ def forwarder(a_mac: str, b_mac: str, delay_us: int) -> None:
 
 
 @contextlib.contextmanager
-def naive(beds: Beds, a: str, b: str, rt: str, delay_us: int) -> Iterator[int]:
-    proc = subprocess.Popen(["ip", "netns", "exec", rt, sys.executable, __file__, "--forwarder",
-                             beds.mac(a, "eth0"), beds.mac(b, "eth0"), str(delay_us)],
-                            stdout=subprocess.PIPE, text=True)
+def naive(beds: NetnsSet, a: str, b: str, rt: str, delay_us: int) -> Iterator[int]:
+    proc = beds.popen(rt, [sys.executable, __file__, "--forwarder", beds.mac(a, "eth0"),
+                           beds.mac(b, "eth0"), str(delay_us)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     proc.stdout.readline()
     try:
@@ -258,12 +232,12 @@ def naive(beds: Beds, a: str, b: str, rt: str, delay_us: int) -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def native(beds: Beds, a: str, b: str, rt: str, delay_us: int, work: Path) -> Iterator[int]:
+def native(beds: NetnsSet, a: str, b: str, rt: str, delay_us: int, work: Path) -> Iterator[int]:
     with LinkEngine(engine_config(beds, a, b, rt, delay_us), work) as eng:
         yield eng.pid
 
 
-def measure_path(beds: Beds, kind: str, seconds: int, work: Path, owd_runs: int = 1
+def measure_path(beds: NetnsSet, kind: str, seconds: int, work: Path, owd_runs: int = 1
                  ) -> tuple[dict[str, float], list[float]]:
     """One table row and the p99 of each delay-error run: with ``owd_runs`` > 1 the
     delay error is measured that many times (a fresh forwarder each time) and the
@@ -287,7 +261,7 @@ def measure_path(beds: Beds, kind: str, seconds: int, work: Path, owd_runs: int 
     return row, [r[1] for r in runs]
 
 
-def interleaved(beds: Beds, bare_ab: tuple[str, str], n: int, seconds: int, work: Path
+def interleaved(beds: NetnsSet, bare_ab: tuple[str, str], n: int, seconds: int, work: Path
                 ) -> list[tuple[float, float]]:
     """``n`` pairs of no-delay runs, bare veth then swell-link, back to back.
 
@@ -414,7 +388,7 @@ def main() -> None:
     if args.sender:
         sender(args.sender[0], int(args.sender[1]), int(args.sender[2]))
         return
-    beds = Beds()
+    beds = NetnsSet("swlb")
     work = Path(f"/tmp/{beds.prefix}")
     work.mkdir()
     rows: dict[str, dict[str, float]] = {}
@@ -426,7 +400,7 @@ def main() -> None:
         rows["naive python"] = measure_path(beds, "naive", args.seconds, work)[0]
         pairs = interleaved(beds, (a, b), args.pairs, args.seconds, work)
     finally:
-        beds.close()
+        beds.cleanup()
         shutil.rmtree(work, ignore_errors=True)
     text = table(rows, "sudo .venv/bin/python " + " ".join(sys.argv), pairs, owd_runs)
     print(text)

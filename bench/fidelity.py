@@ -2,7 +2,7 @@
 
 For each real capture (issue 5, "How it must be checked", DESIGN 5):
 
-1. extract the Swing model (``swell.extract.cli.extract_model``), saved under ``--work``;
+1. extract the Swing model (``swell.extract.pipeline.extract_model``), saved under ``--work``;
 2. bring up a dumbbell (``Topology``, native engine) whose background hosts get
    the model's per-host network parameters (``model:`` draw in the topology
    spec: delay, capacity and loss of one observed host per emulated host, as
@@ -11,7 +11,7 @@ For each real capture (issue 5, "How it must be checked", DESIGN 5):
    a 1000-packet queue, far above anything these traces carry (not the limit);
 3. draw a schedule at the model's rate (scale 1, fixed seed) for ``--factor``
    times the trace's length and run the Swing generator placed as
-   ``swell.experiments.backgrounds`` places it (one ``swell-gen`` per namespace);
+   the Swing kind (``swell.generators.swing``) places it (one ``swell-gen`` per namespace);
 4. capture both bottleneck directions. Direction mapping: in the original,
    client -> server and server -> client by SYN (``swell.analysis.timeseries``'s
    ``syn`` rule); at the bottleneck, forward (client side -> server side) is
@@ -144,8 +144,8 @@ def bench_spec(model_dir: Path, model: Any) -> Any:
 
 
 def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
-    from swell.extract.cli import extract_model
     from swell.extract.model import load_model, save_model
+    from swell.extract.pipeline import extract_model
 
     model_dir = out / "model"
     save_model(extract_model(cap.path, label=f"extract {cap.name}"), model_dir)
@@ -172,7 +172,7 @@ def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
 
 def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float,
                      warmup_s: float = 0.0) -> Any:
-    """The Swing generator placed on the topology as ``swell.experiments.backgrounds`` does.
+    """The Swing generator placed on the topology as the Swing kind does.
 
     With ``CALIBRATE`` (``--calibrate``; off by default) the schedule is drawn as
     ``swell run`` draws it for a target rate: rejection sampling on seeds derived from
@@ -182,11 +182,15 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float,
     stay the model's; only the run's luck in the number of heavy sessions is
     conditioned away.
     """
-    from swell.experiments.backgrounds import calibrated_schedule
     from swell.extract.model import load_model
-    from swell.generators.base import host_place
     from swell.generators.schedule import write_schedule
-    from swell.generators.swing import SwingConfig, SwingGenerator, host_groups
+    from swell.generators.swing import (
+        SwingConfig,
+        SwingGenerator,
+        calibrated_schedule,
+        place_hosts,
+    )
+    from swell.topologies.placement import placement_of
 
     apps, scale, _ = usable_apps(model_dir)
     target = load_model(model_dir).mean_rate_bps() / 1e6 if CALIBRATE else None
@@ -194,12 +198,12 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float,
                                 [h.ip for h in topo.servers], run_s, SEED, scale, target,
                                 tolerance=0.05, tries=200, window_start_s=warmup_s)
     path = write_schedule(out / "schedule.jsonl", sched)
-
+    pl = placement_of(topo)
     return SwingGenerator(SwingConfig(
         schedule=path, out_dir=out / "background",
-        server=host_place(topo, topo.servers[0]), client=host_place(topo, topo.clients[0]),
-        server_groups=host_groups(topo, topo.servers),
-        client_groups=host_groups(topo, topo.clients),
+        server=pl.bg_servers[0].place, client=pl.bg_clients[0].place,
+        server_groups=place_hosts(list(pl.bg_servers)),
+        client_groups=place_hosts(list(pl.bg_clients)),
         duration_s=run_s + 2.0))
 
 
@@ -262,8 +266,8 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
                "generated bottleneck capture re-extracted vs the model")
     recs = run["records"]
     sched = read_schedule(run["schedule"])
-    from swell.experiments.backgrounds import offered_mbps
     from swell.extract.model import load_model
+    from swell.generators.swing import offered_mbps
 
     result.meta.update({
         "warmup_s": warmup_s, "window_s": run_s - warmup_s,

@@ -10,14 +10,13 @@ JSON: everything the report needs, so a report never reopens a capture.
   of the 1 ms byte series (Abry-Veitch, :mod:`swell.analysis.energy`) over the
   measurement window (after the warm-up);
 * all traffic at the bottleneck per direction (mean rate), for utilisation;
-* foreground: per-request response times from the client-side capture
-  (:func:`swell.generators.web.response_times`) for requests started inside
-  the window, and httperf's own numbers beside them.
+* the background and foreground kinds' own results
+  (:class:`~swell.generators.kind.KindResult`), e.g. httperf's per-request
+  response times from its client-side capture.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,7 @@ from swell.analysis.bottleneck import touches_hosts
 from swell.analysis.energy import energy_plot
 from swell.analysis.timeseries import Packets, bin_counts, load_packets
 from swell.experiments.schema import RunPlan
-from swell.generators.base import GenResult
-from swell.generators.web import HttperfSummary, response_times
+from swell.generators.kind import KindResult
 
 ENERGY_BIN_S = 0.001
 SERIES_BIN_S = 0.1
@@ -75,71 +73,27 @@ def direction_result(p: Packets | None, fg_ips: list[str], timing: dict[str, flo
     }
 
 
-def foreground_result(pcap: Path | None, server_ip: str, port: int, timing: dict[str, float],
-                      summary: HttperfSummary | None, object_bytes: int = 1
-                      ) -> dict[str, Any] | None:
-    if pcap is None:
-        return None
-    out: dict[str, Any] = {"response_times_s": [], "starts_s": []}
-    if pcap.exists() and pcap.stat().st_size > 24:
-        from swell.extract.reader import read_all, v4_to_int
-
-        ch = read_all(pcap)
-        ip = np.asarray(ch.ipver) == 4
-        starts, rts = response_times(
-            np.asarray(ch.ts_ns, np.int64)[ip], v4_to_int(ch.saddr_lo[ip]),
-            v4_to_int(ch.daddr_lo[ip]),
-            np.asarray(ch.sport)[ip], np.asarray(ch.dport)[ip], np.asarray(ch.tcp_flags)[ip],
-            np.asarray(ch.payload_len)[ip], int(ipaddress.IPv4Address(server_ip)), port,
-            min_bytes=object_bytes,
-        )
-        t0 = timing.get("foreground_start", 0.0)
-        if starts.size and abs(starts[0] - t0) < 3600:
-            keep = starts >= t0 - 0.5  # httperf's first SYN follows foreground_start
-            # httperf is stopped (SIGINT) right after timing["end"] and counts only the
-            # connections it closed before: a response that completes in the capture
-            # after the stop would be a sample httperf never saw.
-            if "end" in timing:
-                keep &= starts + rts <= timing["end"]
-        else:
-            keep = np.ones(starts.size, dtype=bool)
-        out["response_times_s"] = rts[keep].round(6).tolist()
-        out["starts_s"] = (starts[keep] - t0).round(6).tolist()
-        out["capture_packets"] = int(ip.sum())
-    if summary is not None:
-        out["httperf"] = {k: v for k, v in vars(summary).items() if k != "raw"}
-    return out
-
-
 def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str, float],
-                summary: HttperfSummary | None, gen: GenResult | None, report: dict[str, Any],
-                fg_pcap: Path | None, topo: dict[str, Any], model: Path | None,
-                bulk: dict[str, Any] | None = None, prefix: str | None = None
+                background: KindResult, foreground: dict[str, Any] | None,
+                report: dict[str, Any], topo: dict[str, Any], model: Path | None,
+                prefix: str | None = None, warnings: list[str] | None = None
                 ) -> dict[str, Any]:
     """The results entry of one run."""
-    from swell.experiments.runner import FG_PORT
     from swell.topologies.addressing import plan_addresses
     from swell.topologies.spec import spec_from_dict
 
     spec = spec_from_dict(topo)
     plan_addr = plan_addresses(spec)
     fg_ips = [str(ip) for node in plan_addr.nodes if node.role == "fg" for ip in node.hosts]
-    server_ip = next((str(ip) for n in plan_addr.nodes if n.role == "fg" and n.side == "right"
-                      for ip in n.hosts), None)
     directions = {}
     for d in ("forward", "reverse"):
         path = rdir / "capture" / f"bottleneck-{d}.pcap"
         p = load_packets(path) if path.exists() and path.stat().st_size > 24 else None
         directions[d] = direction_result(p, fg_ips, timing)
-    fg = None
-    if server_ip:
-        fg = foreground_result(fg_pcap, server_ip, FG_PORT, timing, summary,
-                               plan.spec.foreground.object_bytes)
-    if bulk is not None:
-        fg = {"bulk": bulk}
     gen_summary = None
-    if gen is not None:
-        gen_summary = {"name": gen.name, "summary": gen.summary}
+    if background.metrics:
+        gen_summary = {"name": background.metrics.get("generator", background.kind),
+                       "summary": background.metrics.get("summary", {})}
     return {
         "key": plan.key,
         "label": plan.label,
@@ -154,8 +108,9 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
         "prefix": prefix,
         "timing": timing,
         "bottleneck": directions,
-        "foreground": fg,
+        "foreground": foreground,
         "generator": gen_summary,
         "captures": report.get("captures", []),
-        "problems": report.get("problems", []),
+        "problems": report.get("problems", []) + background.problems,
+        "warnings": warnings or [],
     }

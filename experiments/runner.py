@@ -28,24 +28,22 @@ import os
 import platform
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 from swell import __version__
 from swell.errors import SwellError
-from swell.experiments import backgrounds as bgs
 from swell.experiments.collect import collect_run
 from swell.experiments.results import RESULTS_VERSION, assemble_results
 from swell.experiments.schema import Experiment, RunPlan, expand_runs, load_experiment
+from swell.experiments.session import Session
+from swell.experiments.topology_plan import topology_for
 from swell.fsutil import write_json
-from swell.generators.base import host_place, live_status
-from swell.generators.bulk import Bulk
-from swell.generators.web import ApacheServer, Httperf
+from swell.generators import registry
+from swell.generators.kind import PrepareContext, RunContext, TrafficKind
 from swell.progress import Progress
 
 REPO = Path(__file__).resolve().parent.parent
-FG_PORT = 80
 
 
 def _cmd_version(argv: list[str]) -> str:
@@ -100,125 +98,54 @@ def _set_congestion_control(topo: Any, algo: str) -> None:
                              "choose one of those")
 
 
+def _kinds(exp: Experiment, ctx: PrepareContext) -> tuple[TrafficKind, TrafficKind]:
+    """The run's background and foreground kinds, checked and prepared."""
+    bg = registry.make("background", exp.background)
+    fg = registry.make("foreground", exp.foreground)
+    for kind in (bg, fg):
+        kind.check()
+        kind.prepare(ctx)
+    return bg, fg
+
+
 def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress,
              base_dir: Path) -> dict:
+    from swell.topologies.placement import path_facts, placement_of
     from swell.topologies.spec import spec_from_dict
     from swell.topologies.topology import Topology
 
     exp = plan.spec
-    bg = exp.background
-    models = study / "models"
-    base = bgs.base_model(bg, models, base_dir)
-    model = bgs.apply_variant(base, bg.variant, models) if base is not None else None
-    topo_dict = bgs.topology_for(
-        exp.topology if isinstance(exp.topology, dict) else {}, bg, model
-    )
+    bg, fg = _kinds(exp, PrepareContext(base_dir, study / "models", plan.seed))
+    topo_dict = topology_for(exp.topology_spec(), bg.needs())
     topo_dict.setdefault("seed", plan.seed)
-    bgs.check_rate(bg, topo_dict, model)
     spec = spec_from_dict(topo_dict, f"{plan.key} topology")
+    path = path_facts(spec)
+    warnings = bg.check_path(path) + fg.check_path(path)
+    for w in warnings:
+        prog.note(f"warning: {w}")
     write_json(rdir / "topology.json", json.loads(spec.model_dump_json()))
     write_json(rdir / "host.json", {**host_metadata(), "seed": plan.seed,
                                     "congestion_control": exp.congestion_control})
     total = exp.warmup_s + exp.duration_s
-    fg = exp.foreground
-    timing: dict[str, float] = {}
     with Topology(spec, engine=engine if engine != "auto" else None,
                   capture_dir=rdir / "capture") as topo:
         _set_congestion_control(topo, exp.congestion_control)
-        gen = bgs.make_background(bg, topo, model, rdir / "background", total, plan.seed,
-                                  base_dir, exp.warmup_s)
-        apache = httperf = bulk = None
-        bulk_result = None
-        fg_client_pcap = rdir / "capture" / "fg-client.pcap"
-        tcpdump = None
-        try:
-            if gen is not None:
-                gen.check()
-                gen.start_server()
-                gen.wait_ready(15)
-                gen.start_client()
-            t0 = time.monotonic()
-            timing["background_start"] = time.time()
-            if fg.kind == "httperf":
-                srv, cli = topo.fg_servers[0], topo.fg_clients[0]
-                apache = ApacheServer(rdir / "apache", srv.ip, FG_PORT)
-                apache.start(host_place(topo, srv), [fg.object_bytes], plan.seed)
-                apache.wait_ready(host_place(topo, cli))
-                tcpdump = _client_capture(topo, cli, srv.ip, fg_client_pcap)
-            elif fg.kind == "bulk":
-                srv, cli = topo.fg_servers[0], topo.fg_clients[0]
-                bulk = Bulk(srv.ip, cli.ip, exp.duration_s)
-                bulk.start_server(host_place(topo, srv))
-                bulk.wait_ready(host_place(topo, cli))
-            while time.monotonic() - t0 < exp.warmup_s:
-                _tick(gen, prog, time.monotonic() - t0)
-            timing["foreground_start"] = time.time()
-            if fg.kind == "httperf":
-                max_conns = fg.objects or 10_000_000
-                httperf = Httperf(topo.fg_servers[0].ip, FG_PORT, fg.object_bytes, max_conns)
-                httperf.start(host_place(topo, topo.fg_clients[0]))
-            if bulk is not None:
-                bulk.start_client(host_place(topo, topo.fg_clients[0]))
-            while time.monotonic() - t0 < total:
-                if httperf is not None and httperf.proc is not None and \
-                        httperf.proc.poll() is not None:
-                    break
-                if bulk is not None and not bulk.running():
-                    break
-                _tick(gen, prog, time.monotonic() - t0)
-            timing["end"] = time.time()
-            summary = httperf.stop() if httperf is not None else None
-            bulk_result = bulk.finish() if bulk is not None else None
-            if summary is not None and summary.status_other:
-                raise SwellError("httperf", f"{summary.status_other} replies were not 2xx "
-                                 f"(see {rdir / 'apache' / 'apache-error.log'})")
-        finally:
-            if bulk is not None:
-                bulk.stop()
-            if gen is not None:
-                gen.stop()
-            if apache is not None:
-                apache.stop()
-            if tcpdump is not None:
-                fg_capture = tcpdump.stop()
-                if fg_capture.dropped:
-                    raise SwellError(fg_client_pcap, f"capture dropped {fg_capture.dropped} "
-                                     "packets: response times would be incomplete")
-        gen_result = gen.collect(exp.warmup_s) if gen is not None else None
-        engine_used = topo.engine_name
-        prefix = topo.prefix
+        placement = placement_of(topo)
+        session = Session(
+            bg.build(RunContext(rdir / "background", placement, plan.seed, total, exp.warmup_s)),
+            fg.build(RunContext(rdir / "foreground", placement, plan.seed, exp.duration_s, 0.0)),
+        )
+        session.run(exp.warmup_s, total, prog)
+        engine_used, prefix = topo.engine_name, topo.prefix
     report = topo.report
     if report.get("problems"):
         raise SwellError(rdir, "; ".join(report["problems"]))
-    return collect_run(
-        plan, rdir, engine_used, timing, summary, gen_result, report,
-        fg_client_pcap if fg.kind == "httperf" else None, topo_dict, model, bulk_result,
-        prefix=prefix,
-    )
-
-
-def _client_capture(topo: Any, cli: Any, server_ip: str, path: Path) -> Any:
-    """tcpdump at the foreground client (both directions, headers only), started and ready."""
-    from swell.topologies.capture import TCPDUMP_BUFFER_KIB, TcpdumpCapture
-    from swell.topologies.layout import in_ns
-
-    cap = TcpdumpCapture(topo.layout, "forward", path, 96, node=cli.node, dev="any")
-    cap.argv = in_ns(topo.layout.pid(cli.node), [
-        "tcpdump", "-i", "any", "-n", "-s", "96", "-B", str(TCPDUMP_BUFFER_KIB),
-        "--immediate-mode", "--time-stamp-precision=nano", "-w", str(path),
-        f"host {server_ip} and tcp port {FG_PORT}",
-    ])
-    cap.start()
-    return cap
-
-
-def _tick(gen: Any, prog: Progress, elapsed: float) -> None:
-    status = ""
-    if gen is not None:
-        gen.poll()
-        status = live_status(gen.counter_lines)
-    prog.update(done=elapsed, status=status)
-    time.sleep(0.2)  # display cadence, not a readiness wait
+    window = session.window()
+    bg_result = bg.result(session.collect_background(exp.warmup_s), window)
+    fg_result = None if exp.foreground.kind == "none" else \
+        fg.result(session.collect_foreground(), window).to_json()
+    return collect_run(plan, rdir, engine_used, session.timing, bg_result, fg_result, report,
+                       topo_dict, bg.model_dir(), prefix=prefix, warnings=warnings)
 
 
 def run_experiment(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,

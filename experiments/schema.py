@@ -28,109 +28,79 @@ import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from swell.errors import SwellError
+from swell.generators import registry
+from swell.generators.kind import Role
+from swell.generators.models import VariantSpec
+from swell.generators.nothing import NoneSpec
+from swell.generators.web import HttperfSpec
+from swell.topologies.spec import MAX_HOSTS_PER_GROUP, HostGroup, TopologySpec
+from swell.typed import StrictModel
+
+__all__ = ["BackgroundSpec", "Experiment", "ExperimentTopology", "ForegroundSpec", "RunPlan",
+           "VariantSpec", "derive_seed", "expand_runs", "load_experiment"]
 
 SCHEMA_VERSION = 1
 
-BackgroundKind = Literal[
-    "none", "swing", "cbr", "poisson", "upb", "tpb", "tcpreplay", "fixed_loss"
-]
-ForegroundKind = Literal["none", "httperf", "bulk"]
 PlotKind = Literal["energy", "timeseries", "cdf", "slowdown", "table"]
+DEFAULT_KIND: dict[Role, str] = {"background": "none", "foreground": "httperf"}
+
+# The kinds' option models, from the one registry: a tagged union on ``kind``.
+BackgroundSpec = Annotated[Union[registry.spec_models("background")],  # noqa: UP007
+                           Field(discriminator="kind")]
+ForegroundSpec = Annotated[Union[registry.spec_models("foreground")],  # noqa: UP007
+                           Field(discriminator="kind")]
+_BACKGROUND: TypeAdapter[Any] = TypeAdapter(BackgroundSpec)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class BackgroundGroup(HostGroup):
+    """A background host group; ``count``, ``access``/``model`` may be left to the
+    background kind (Swing: 50 clients and 10 servers drawn from its model)."""
 
-
-class VariantSpec(_Strict):
-    """A model transformation (DESIGN 2.1); all fields optional and combinable."""
-
-    scale: float | None = Field(None, gt=0, description="session arrival rate x k")
-    target_mbps: float | None = Field(None, gt=0, description="scale sessions to this mean rate")
-    rsp: float | None = Field(None, gt=0, description="response sizes x k")
-    hb_rtt_ms: float | None = Field(None, gt=0, description="every RTT set to this (HB: 4 ms)")
-    zero_think: bool = False
-    cap_mbps: float | None = Field(None, gt=0, description="cap every access link at this rate")
+    count: int | None = Field(None, ge=0, le=MAX_HOSTS_PER_GROUP)  # type: ignore[assignment]
 
     @model_validator(mode="after")
-    def _one_scaling(self) -> VariantSpec:
-        if self.scale is not None and self.target_mbps is not None:
-            raise ValueError("give either scale or target_mbps, not both")
+    def _source(self) -> BackgroundGroup:  # replaces HostGroup's: the source may come later
+        if self.access is not None and self.model is not None:
+            raise ValueError("give one of 'access' (explicit) or 'model' (drawn), not both")
+        if isinstance(self.access, list) and len(self.access) != self.count:
+            raise ValueError(f"'access' lists {len(self.access)} links but count is "
+                             f"{self.count} (give one mapping for all hosts or one per host)")
+        if self.count is not None and self.count and self.namespaces > self.count:
+            raise ValueError(f"namespaces ({self.namespaces}) exceeds count ({self.count})")
         return self
 
 
-class BackgroundSpec(_Strict):
-    """One background: a generator, its input and its rate."""
+class ExperimentTopology(TopologySpec):
+    """The topology of an experiment: a dumbbell spec whose background groups the
+    background kind completes (how many hosts, access links drawn from its model)."""
 
-    kind: BackgroundKind = "none"
-    label: str | None = None
-    proto: Literal["udp", "tcp"] = "udp"
-    model: str | None = Field(None, description="Swing model directory (swing; rate matching)")
-    trace: str | None = Field(None, description="packet trace (upb, tpb, tcpreplay; extraction)")
-    rate_mbps: float | None = Field(None, gt=0, description="mean rate for cbr/poisson")
-    match_model: bool = Field(False, description="cbr/poisson at the model's mean rate")
-    loss: float | None = Field(None, ge=0, lt=1, description="fixed_loss: loss rate p")
-    variant: VariantSpec | None = None
-
-    @model_validator(mode="after")
-    def _needs(self) -> BackgroundSpec:
-        k = self.kind
-        if k == "swing" and not (self.model or self.trace):
-            raise ValueError("swing needs a model (or a trace to extract one from)")
-        if k in ("upb", "tpb", "tcpreplay") and not self.trace:
-            raise ValueError(f"{k} needs a trace")
-        if k in ("cbr", "poisson") and self.rate_mbps is None and not self.match_model:
-            raise ValueError(f"{k} needs rate_mbps or match_model: true (with a model)")
-        if self.match_model and not (self.model or self.trace):
-            raise ValueError("match_model needs a model or a trace")
-        if k == "fixed_loss" and self.loss is None:
-            raise ValueError("fixed_loss needs loss (a probability, e.g. 0.01)")
-        if self.variant is not None and k != "swing":
-            raise ValueError("variant applies to the swing background only")
-        return self
-
-    def display(self) -> str:
-        if self.label:
-            return self.label
-        if self.kind in ("cbr", "poisson"):
-            rate = f"{self.rate_mbps:g}M" if self.rate_mbps else "model rate"
-            return f"{self.kind}-{self.proto} {rate}"
-        if self.kind == "fixed_loss":
-            return f"loss {100 * (self.loss or 0):g}%"
-        return self.kind
+    clients: BackgroundGroup = BackgroundGroup()
+    servers: BackgroundGroup = BackgroundGroup()
 
 
-class ForegroundSpec(_Strict):
-    """httperf against Apache (response times), a bulk iperf3 download, or nothing."""
-
-    kind: ForegroundKind = "httperf"
-    object_bytes: int = Field(1_000_000, gt=0)
-    objects: int = Field(0, ge=0, description="0: fetch back to back for the whole run")
-
-
-class Experiment(_Strict):
+class Experiment(StrictModel):
     """A study: one topology, a background, a foreground, and what varies."""
 
     version: int = SCHEMA_VERSION
     name: str
     description: str = ""
     seed: int = Field(1, ge=0)
-    duration_s: float = Field(60.0, gt=0)
-    warmup_s: float = Field(5.0, ge=0)
+    duration_s: float = Field(60.0, gt=0, le=7 * 86400)
+    warmup_s: float = Field(5.0, ge=0, le=86400)
     repetitions: int = Field(1, ge=1, le=1000)
     engine: Literal["auto", "netem", "native"] = "auto"
     congestion_control: Literal["reno", "cubic", "bbr"] = "reno"
-    topology: dict[str, Any] | str = Field(
-        default_factory=dict, description="a topology spec (inline) or a path to one"
+    topology: ExperimentTopology | str = Field(
+        description="a topology spec (inline) or a path to one"
     )
-    background: BackgroundSpec = BackgroundSpec()
-    foreground: ForegroundSpec = ForegroundSpec()
+    background: BackgroundSpec = Field(default_factory=NoneSpec)
+    foreground: ForegroundSpec = Field(default_factory=HttperfSpec)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     baseline: str | None = Field(
         None, description="label of the run slowdowns are against (default: the 'none' background)"
@@ -138,6 +108,13 @@ class Experiment(_Strict):
     plots: list[PlotKind] = Field(
         default_factory=lambda: ["energy", "timeseries", "cdf", "slowdown"]
     )
+
+    @field_validator("background", "foreground", mode="before")
+    @classmethod
+    def _default_kind(cls, value: Any, info: Any) -> Any:
+        if isinstance(value, dict) and "kind" not in value:
+            return {**value, "kind": DEFAULT_KIND[info.field_name]}
+        return value
 
     @field_validator("version")
     @classmethod
@@ -155,6 +132,16 @@ class Experiment(_Strict):
             if key.split(".")[0] not in cls.model_fields or key.split(".")[0] == "sweep":
                 raise ValueError(f"sweep over {key!r}: no such field")
         return v
+
+    def topology_spec(self) -> ExperimentTopology:
+        """The topology, loading it from its file when the experiment names one."""
+        if isinstance(self.topology, ExperimentTopology):
+            return self.topology
+        data, lines = _read_yaml(Path(self.topology), "topology")
+        try:
+            return ExperimentTopology.model_validate(data)
+        except ValidationError as exc:
+            raise _format_error(Path(self.topology), lines, exc) from None
 
 
 @dataclass(frozen=True)
@@ -184,11 +171,14 @@ def _line_map(node: yaml.Node, path: tuple[Any, ...], out: dict[tuple[Any, ...],
             _line_map(item, path + (i,), out)
 
 
-def _read_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
+def _read_yaml(path: Path, what: str = "experiment"
+               ) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SwellError(path, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SwellError(path, f"not UTF-8 text (byte {exc.start})") from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -198,9 +188,9 @@ def _read_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
         problem = getattr(exc, "problem", None) or str(exc)
         raise SwellError(where, f"not valid YAML: {problem}") from None
     if data is None:
-        raise SwellError(path, "empty experiment file")
+        raise SwellError(path, f"empty {what} file")
     if not isinstance(data, dict):
-        raise SwellError(path, "an experiment file must be a mapping of fields")
+        raise SwellError(path, f"a {what} file must be a mapping of fields")
     lines: dict[tuple[Any, ...], int] = {}
     if node is not None:
         _line_map(node, (), lines)
@@ -208,10 +198,15 @@ def _read_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` on top of ``base``: mappings merge key by key, anything else replaces."""
+    """``over`` on top of ``base``: mappings merge key by key, anything else replaces.
+
+    A mapping that names another ``kind:`` than the one it overrides replaces it whole
+    (a foreground switched from httperf to none keeps none of httperf's options).
+    """
     out = copy.deepcopy(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) \
+                and value.get("kind", out[key].get("kind")) == out[key].get("kind"):
             out[key] = deep_merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
@@ -262,16 +257,39 @@ def _resolve_extends(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any]
     return deep_merge(base, data), lines
 
 
+def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``loc`` without the tag pydantic puts after a tagged union's field
+    (``background.swing.variant`` -> ``background.variant``) or a union branch's name."""
+    out: list[Any] = []
+    for i, part in enumerate(loc):
+        if i and loc[i - 1] in ("background", "foreground") and isinstance(part, str) \
+                and part in registry.kinds(loc[i - 1]):
+            continue
+        if isinstance(part, str) and (part[:1].isupper() or "[" in part
+                                      or part.startswith("function-")):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _first_error(exc: ValidationError) -> tuple[tuple[Any, ...], str]:
+    """The problem to show first (a misspelt key explains a "field required" beside it)."""
+    errors = sorted(exc.errors(), key=lambda e: e.get("type") != "extra_forbidden")
+    err = errors[0]
+    loc = _clean_loc(tuple(err.get("loc", ())))
+    if err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+        loc += ("kind",)
+    return loc, err.get("msg", "invalid").removeprefix("Value error, ")
+
+
 def _format_error(path: Path, lines: dict, exc: ValidationError) -> SwellError:
-    err = exc.errors()[0]
-    loc = tuple(err.get("loc", ()))
+    loc, msg = _first_error(exc)
     line = None
     for cut in range(len(loc), -1, -1):
         line = lines.get(loc[:cut])
         if line is not None:
             break
     field = ".".join(str(p) for p in loc) or "(top level)"
-    msg = err.get("msg", "invalid").removeprefix("Value error, ")
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
     where = f"{path}:{line}" if line else str(path)
     return SwellError(where, f"{field}: {msg}{more}")
@@ -313,7 +331,7 @@ def _value_label(value: Any) -> str:
         if "label" in value:
             return str(value["label"])
         try:
-            return BackgroundSpec.model_validate(value).display()
+            return str(_BACKGROUND.validate_python(value).display())
         except ValidationError:
             return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
     return str(value)
@@ -337,8 +355,8 @@ def expand_runs(exp: Experiment, where: str = "experiment") -> list[RunPlan]:
         try:
             spec = Experiment.model_validate(data)
         except ValidationError as exc:
-            field = ".".join(str(p) for p in exc.errors()[0]["loc"])
-            msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            loc, msg = _first_error(exc)
+            field = ".".join(str(p) for p in loc)
             combo_s = ", ".join(f"{k}={_value_label(v)}" for k, v in zip(keys, combo, strict=True))
             raise SwellError(where, f"sweep point ({combo_s}): {field}: {msg}") from None
         label = " / ".join(_value_label(v) for v in combo) if combo else spec.background.display()

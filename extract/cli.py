@@ -5,7 +5,8 @@ connection builder (progress bar over the file's bytes), fits the Swing model
 (:func:`swell.extract.model.fit_model`) and writes the model directory
 atomically; it then prints what could not be estimated and what was assumed.
 ``--sensitivity`` adds the threshold sensitivity table (also stored in the
-model). :func:`extract_model` is the same thing as a function.
+model). The same thing as a function, for library code, is
+:func:`swell.extract.pipeline.extract_model` (no module imports this CLI module).
 
 ``swell model show MODEL [--plots DIR]`` prints the summary table and writes
 CDF plots; ``swell model variant MODEL --rsp 2 -o OUT`` (and ``--scale``,
@@ -16,7 +17,6 @@ combine in that order) writes a transformed model.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,88 +25,15 @@ import numpy as np
 
 from swell.errors import SwellError
 from swell.extract import variants
-from swell.extract.connections import ConnectionBuilder
-from swell.extract.model import (
-    HASH_ALGORITHM,
-    SwingModel,
-    fit_model,
-    load_model,
-    save_model,
-)
-from swell.extract.network import NET_PARAMS, SIDES, Evidence
+from swell.extract.model import SwingModel, load_model, save_model
+from swell.extract.network import NET_PARAMS, SIDES
+from swell.extract.pipeline import extract_model
 from swell.extract.sessions import (
     APP_PARAMS,
     DEFAULT_RRE_GAP_S,
     DEFAULT_SESSION_TIMEOUT_S,
     Thresholds,
-    sensitivity,
 )
-from swell.progress import Progress
-
-HEADER_ONLY_SNAPLEN = 128
-
-
-def _reader_notes(info: Any, warnings: dict[str, int]) -> list[str]:
-    notes = []
-    if 0 < info.snaplen <= HEADER_ONLY_SNAPLEN:
-        notes.append(
-            f"payload cut by snap length {info.snaplen}: sizes taken from IP/TCP/UDP "
-            "header lengths and sequence numbers"
-        )
-    if warnings.get("ts_jump") or warnings.get("ts_backwards"):
-        notes.append(
-            f"timestamps jump ({warnings.get('ts_jump', 0)} gaps over a day, "
-            f"{warnings.get('ts_backwards', 0)} steps backwards): times kept as "
-            "recorded, so the session rate spreads over the whole span"
-        )
-    return notes
-
-
-def extract_model(
-    trace: str | os.PathLike[str],
-    th: Thresholds | None = None,
-    with_sensitivity: bool = False,
-    chunk: int | None = None,
-    label: str = "extract",
-) -> SwingModel:
-    """Read ``trace`` once and fit its Swing model (no file written); ``chunk``:
-    packets per read (default ``reader.DEFAULT_CHUNK``)."""
-    from swell.extract.reader import DEFAULT_CHUNK, open_trace
-
-    th = th or Thresholds()
-    if th.rre_gap_s <= 0 or th.session_timeout_s < th.rre_gap_s:
-        raise SwellError("thresholds", "need 0 < --rre-gap <= --session-timeout")
-    builder = ConnectionBuilder()
-    with open_trace(trace) as tr, Progress(label, total=os.path.getsize(trace), unit="B") as prog:
-        while builder.add_trace(tr, chunk or DEFAULT_CHUNK):
-            prog.update(done=tr.offset, status=f"{builder.packets:,} pkts")
-        info, warnings = tr.info, tr.warnings
-        # the provenance hash: XXH3-128 over the bytes the reader read (no second pass)
-        digest, size = tr.digest() if os.path.isfile(trace) else (None, os.path.getsize(trace))
-    if builder.packets == 0:
-        raise SwellError(trace, "no packets in the trace")
-    table = builder.finish()
-    if len(table) == 0:
-        raise SwellError(
-            trace, f"no TCP or UDP packets among {builder.packets:,} packets; nothing to model"
-        )
-    prov = {
-        "source": os.path.abspath(trace),
-        "content_hash": digest,
-        "hash_algorithm": HASH_ALGORITHM,
-        "size_bytes": size,
-        "reader": {
-            "format": info.format,
-            "snaplen": info.snaplen,
-            "linktypes": {str(k): v for k, v in info.linktypes.items()},
-            "packets": info.packets,
-            "warnings": warnings,
-        },
-    }
-    rows = sensitivity(table, th) if with_sensitivity else None
-    model = fit_model(table, builder.pair_hist, th, prov, Evidence(), rows)
-    model.meta["assumed"] = _reader_notes(info, warnings) + model.meta["assumed"]
-    return model
 
 
 def _fmt(x: float) -> str:

@@ -61,22 +61,29 @@ the reference. Both share :func:`finish`.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-TCP, UDP = 6, 17
+from swell.extract.conntable import finish_table
+from swell.extract.conntrack import NativeTracker
+
+# The table's types and the shared constants live in the leaf module ``conntypes``, so
+# that conntable and sessions need not import this module (imports go one way).
+from swell.extract.conntypes import (
+    CAP_BINS_PER_DECADE,
+    CAP_LOG_MIN,
+    CAP_NBINS,
+    TCP,
+    UDP,
+    ConnTable,
+)
+
 FIN, SYN, RST, ACK = 1, 2, 4, 16
 PAIR_MIN_PAYLOAD = 500
 DUP_NS = 200_000  # capture duplicates arrive within 200 us of the original
-# Packet-pair histogram: log-spaced bins from 10 kbit/s to 100 Gbit/s.
-CAP_BINS_PER_DECADE = 40
-CAP_LOG_MIN, CAP_LOG_MAX = 4.0, 11.0
-CAP_NBINS = int((CAP_LOG_MAX - CAP_LOG_MIN) * CAP_BINS_PER_DECADE)
 _NEG = np.int64(-(1 << 62))
 ENGINES = ("native", "numpy")  # native: extract/conntrack.py; numpy: this module (reference)
 RUN_STATE: dict[str, Any] = {
@@ -88,24 +95,6 @@ RUN_STATE: dict[str, Any] = {
     "seq": np.int64,
     "pkts": np.int64,
 }
-
-
-@dataclass
-class ConnTable:
-    """Finished connections (one row each, oriented) and their request/response pairs.
-
-    Times are seconds since ``t0`` (the first packet's timestamp, ``t0_ns``).
-    Handshake legs are NaN where the packets were not seen.
-    """
-
-    t0_ns: int
-    hosts: list[str]  # host id -> address text
-    cols: dict[str, np.ndarray]  # per connection
-    pairs: dict[str, np.ndarray]  # per request/response pair (``conn`` = row)
-    stats: dict[str, Any] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.cols["proto"])
 
 
 class GrowArrays:
@@ -134,13 +123,6 @@ class GrowArrays:
         return self.a[name][: self.n]
 
 
-def addr_text(hi: int, lo: int) -> str:
-    """Address text for the reader's (hi, lo) pair (IPv4 as ``::ffff:a.b.c.d``)."""
-    if hi == 0 and (lo >> 32) == 0xFFFF:
-        return f"{lo >> 24 & 255}.{lo >> 16 & 255}.{lo >> 8 & 255}.{lo & 255}"
-    return str(ipaddress.IPv6Address((hi << 64) | lo))
-
-
 ADDR_COLS = ("saddr_hi", "saddr_lo", "daddr_hi", "daddr_lo", "sport", "dport")
 
 
@@ -162,8 +144,6 @@ class ConnectionBuilder:
             raise ValueError(f"unknown connection tracker {self.engine!r} (one of {ENGINES})")
         self._native: Any = None
         if self.engine == "native":
-            from swell.extract.conntrack import NativeTracker
-
             self._native = NativeTracker(self.udp_idle_ns, self.tcp_idle_ns)
         self.host_of: dict[int, int] = {}
         self.host_addr: list[tuple[int, int]] = []
@@ -699,8 +679,6 @@ class ConnectionBuilder:
     # -- the end -----------------------------------------------------------------------------
     def finish(self) -> ConnTable:
         """Flush open runs and orient every connection (client/server)."""
-        from swell.extract.conntable import finish_table
-
         return finish_table(self)
 
 

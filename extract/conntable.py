@@ -15,27 +15,43 @@ Speed: with the native tracker the pairs are computed in Rust, with the GIL
 released, in a worker thread while this thread builds the host address texts and the
 packet-pair histogram, so the two overlap on two cores. The columns do not depend on
 the pairs except ``num_pairs``. :func:`finish_table` does not wait for them: it
-returns a :class:`PendingTable`, a :class:`ConnTable` whose ``pairs`` and ``cols``
-attributes wait for the native pairs (and add ``num_pairs``) when first read, so
-every caller sees a complete table. Code that knows this (the model fit, see
-``sessions.ready_cols``) reads the other columns through
+returns a :class:`~swell.extract.conntypes.PendingTable`, a :class:`ConnTable` whose
+``pairs`` and ``cols`` attributes wait for the native pairs (and add ``num_pairs``)
+when first read, so every caller sees a complete table. Code that knows this (the
+model fit, see ``sessions.ready_cols``) reads the other columns through
 :meth:`PendingTable.ready_cols` first and works on them while the pairs are being
 computed. Results are the same either way.
+
+Imports go one way: this module uses the leaf :mod:`swell.extract.conntypes` (the
+table types, ``KNOWN_PORTS``, the histogram binning), :mod:`swell.extract.sessions`
+(the pairs) and :mod:`swell.extract.conntrack`; :mod:`swell.extract.connections`
+imports this module for ``ConnectionBuilder.finish`` and is named here only for
+type checking.
 """
 
 from __future__ import annotations
 
 import itertools
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from swell.extract.connections import TCP, UDP, ConnTable, addr_text
-from swell.extract.sessions import KNOWN_PORTS, pairs_from_runs
+from swell.extract.conntrack import pair_histogram
+from swell.extract.conntypes import (
+    CAP_BINS_PER_DECADE,
+    CAP_LOG_MIN,
+    CAP_NBINS,
+    KNOWN_PORTS,
+    TCP,
+    UDP,
+    ConnTable,
+    PendingTable,
+    addr_text,
+)
+from swell.extract.sessions import pairs_from_runs
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typing only: connections imports this module at run time
     from swell.extract.connections import ConnectionBuilder
 
 
@@ -128,68 +144,6 @@ def _all_runs(b: ConnectionBuilder, one_way: np.ndarray) -> dict[str, np.ndarray
     return runs
 
 
-class PendingTable(ConnTable):
-    """A :class:`ConnTable` whose pairs are still being computed in a worker thread.
-
-    Reading ``pairs`` or ``cols`` waits for them (re-raising the worker's error) and
-    adds the ``num_pairs`` column; :meth:`ready_cols` gives the other columns without
-    waiting. Pickling or copying gives a plain, complete :class:`ConnTable`.
-    """
-
-    def __init__(
-        self,
-        t0_ns: int,
-        hosts: list[str],
-        cols: dict[str, np.ndarray],
-        stats: dict[str, Any],
-        pairs: Future[dict[str, np.ndarray]],
-    ) -> None:
-        # the dataclass fields, but ``cols`` and ``pairs`` behind the properties below
-        self.t0_ns, self.hosts, self.stats = t0_ns, hosts, stats
-        self._cols, self._pairs = cols, {}
-        self._future: Future[dict[str, np.ndarray]] | None = pairs
-        self._lock = threading.Lock()
-
-    def _wait(self) -> PendingTable:
-        if self._future is not None:
-            with self._lock:
-                if self._future is not None:
-                    pairs = self._future.result()
-                    n = len(self._cols["proto"])
-                    self._cols["num_pairs"] = np.bincount(pairs["conn"], minlength=n).astype(
-                        np.int64
-                    )
-                    self._pairs, self._future = pairs, None
-        return self
-
-    @property
-    def cols(self) -> dict[str, np.ndarray]:  # type: ignore[override]
-        return self._wait()._cols
-
-    @cols.setter
-    def cols(self, value: dict[str, np.ndarray]) -> None:
-        self._wait()._cols = value
-
-    @property
-    def pairs(self) -> dict[str, np.ndarray]:  # type: ignore[override]
-        return self._wait()._pairs
-
-    @pairs.setter
-    def pairs(self, value: dict[str, np.ndarray]) -> None:
-        self._wait()._pairs = value
-
-    def ready_cols(self) -> dict[str, np.ndarray]:
-        """The columns, without waiting: all but ``num_pairs`` while the pairs are pending
-        (the dict then gains ``num_pairs``; do not modify it)."""
-        return self._cols
-
-    def __len__(self) -> int:
-        return len(self._cols["proto"])
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ConnTable, (self.t0_ns, self.hosts, self.cols, self.pairs, self.stats))
-
-
 def finish_table(b: ConnectionBuilder) -> ConnTable:
     """The connection table of a builder whose chunks are all in (see module docstring)."""
     if b._native is not None:
@@ -203,9 +157,6 @@ def _finish_native(b: ConnectionBuilder) -> ConnTable:
     """The native tracker writes the table's columns (``NativeTracker.table``); its
     pairs (GIL released) then overlap with the host texts and histogram built here,
     and with whatever the caller does until it reads the pairs."""
-    from swell.extract import connections as cn
-    from swell.extract.conntrack import pair_histogram
-
     tracker, b._native = b._native, None
     tracker.wait()
     st = tracker.table(_KNOWN_FLAT)
@@ -218,7 +169,7 @@ def _finish_native(b: ConnectionBuilder) -> ConnTable:
         b.host_addr, b.t0_ns = st["hosts"], st["t0_ns"]
         b.packets, b.duplicates, b.skipped = st["packets"], st["duplicates"], st["skipped"]
         b.pair_hist = pair_histogram(
-            st["hist"], st["ambiguous"], cn.CAP_NBINS, cn.CAP_LOG_MIN, cn.CAP_BINS_PER_DECADE
+            st["hist"], st["ambiguous"], CAP_NBINS, CAP_LOG_MIN, CAP_BINS_PER_DECADE
         )
         cols = st["cols"]
         hosts = host_texts(b.host_addr)

@@ -32,7 +32,7 @@ import numpy as np
 
 from swell import __version__
 from swell.errors import SwellError
-from swell.extract.connections import ConnTable
+from swell.extract.conntypes import ConnTable
 from swell.extract.network import NET_PARAMS, SIDES, Evidence, describe, estimate_network
 from swell.extract.sessions import APP_PARAMS, Thresholds, app_parameters
 

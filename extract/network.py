@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from swell.extract.connections import (
+from swell.extract.conntypes import (
     CAP_BINS_PER_DECADE,
     CAP_LOG_MIN,
     CAP_NBINS,

@@ -1,10 +1,10 @@
 """Applications, RREs and sessions: the application and user layers of the Swing model.
 
 Applications: a connection's application is its transport plus server port,
-named from the ``WELL_KNOWN`` table (``http-tcp``, ``dns-udp``, ...) or
-``other-tcp`` / ``other-udp``.
+named from the ``WELL_KNOWN`` table of :mod:`swell.extract.conntypes` (``http-tcp``,
+``dns-udp``, ...) or ``other-tcp`` / ``other-udp``.
 
-Input is a finished :class:`~swell.extract.connections.ConnTable`. Per client
+Input is a finished :class:`~swell.extract.conntypes.ConnTable`. Per client
 host and application, connections are sorted by start time and grouped:
 
 * **RRE** (request-response exchange): a connection joins the current RRE when
@@ -37,35 +37,11 @@ silent for a minute is treated as a new user). Both are swell's choices;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # connections imports this module (for the port table)
-    from swell.extract.connections import ConnTable
-
-TCP, UDP = 6, 17
-
-# fmt: off
-WELL_KNOWN: dict[tuple[int, int], str] = {
-    (TCP, 20): "ftp-data", (TCP, 21): "ftp", (TCP, 22): "ssh", (TCP, 23): "telnet",
-    (TCP, 25): "smtp", (TCP, 53): "dns", (UDP, 53): "dns", (UDP, 67): "dhcp", (UDP, 68): "dhcp",
-    (TCP, 80): "http", (TCP, 110): "pop3", (UDP, 123): "ntp", (UDP, 137): "netbios",
-    (UDP, 138): "netbios", (TCP, 139): "netbios", (TCP, 143): "imap", (UDP, 161): "snmp",
-    (TCP, 179): "bgp", (TCP, 389): "ldap", (TCP, 443): "https", (UDP, 443): "quic",
-    (TCP, 445): "smb", (TCP, 465): "smtps", (UDP, 500): "ike", (UDP, 514): "syslog",
-    (TCP, 554): "rtsp", (TCP, 587): "smtp", (TCP, 631): "ipp", (TCP, 853): "dot",
-    (TCP, 993): "imaps", (TCP, 995): "pop3s", (TCP, 1194): "openvpn", (UDP, 1194): "openvpn",
-    (TCP, 1433): "mssql", (UDP, 1900): "ssdp", (TCP, 1935): "rtmp", (TCP, 3306): "mysql",
-    (TCP, 3389): "rdp", (UDP, 3478): "stun", (UDP, 4500): "ike", (TCP, 5222): "xmpp",
-    (TCP, 5228): "gcm", (UDP, 5353): "mdns", (TCP, 5432): "postgres", (UDP, 5355): "llmnr",
-    (TCP, 5900): "vnc", (TCP, 6379): "redis", (TCP, 8000): "http-alt", (TCP, 8080): "http-alt",
-    (TCP, 8443): "https-alt", (TCP, 9000): "http-alt",
-}
-# fmt: on
-KNOWN_PORTS = np.zeros((256, 65536), dtype=bool)
-for _p, _port in WELL_KNOWN:
-    KNOWN_PORTS[_p, _port] = True
+from swell.extract.conntypes import TCP, UDP, WELL_KNOWN, ConnTable, PendingTable
 
 
 def app_name(proto: int, server_port: int) -> str:
@@ -82,10 +58,8 @@ def app_labels(table: ConnTable) -> np.ndarray:
 
 def ready_cols(table: ConnTable) -> dict[str, np.ndarray]:
     """The table's columns available now: while the native pairs of a
-    :class:`~swell.extract.conntable.PendingTable` are still being computed, every
+    :class:`~swell.extract.conntypes.PendingTable` are still being computed, every
     column but ``num_pairs`` (reading ``table.cols`` would wait for them)."""
-    from swell.extract.conntable import PendingTable  # conntable imports this module
-
     return table.ready_cols() if isinstance(table, PendingTable) else table.cols
 
 
@@ -289,7 +263,7 @@ def app_parameters(
     """Samples of every per-application parameter, and a per-application summary.
 
     The parameters that do not depend on the request/response pairs come first, so
-    that with a :class:`~swell.extract.conntable.PendingTable` they are computed while
+    that with a :class:`~swell.extract.conntypes.PendingTable` they are computed while
     the native pairs still are; ``numPairs``, ``reqSize``, ``rspSize`` and
     ``reqThink`` then wait for the pairs."""
     c = ready_cols(table)

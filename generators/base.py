@@ -16,8 +16,10 @@ server from the client side: a real request/response, never a sleep) ->
 ``stop()`` -> ``collect()`` into a :class:`GenResult` (time series and
 summary; per-connection records for Swing).
 
-Registry: :func:`registry` returns the explicit name -> class table (imported
-lazily so that generator modules can import this one).
+Places (:class:`~swell.placement.Local`, ``Netns``, ``Via``) come from
+:mod:`swell.placement`; a topology hands them out, this package never builds
+them from a topology. The table of traffic kinds is
+:mod:`swell.generators.registry`.
 """
 
 from __future__ import annotations
@@ -40,62 +42,11 @@ import numpy as np
 
 from swell.errors import EnvironmentProblem, SwellError
 from swell.native import native_artifact
+from swell.placement import Local, Netns, Place, Via
 from swell.progress import Progress
 
-
-class Place(ABC):
-    """Where a process runs."""
-
-    name: str = "local"
-
-    @abstractmethod
-    def argv(self, argv: Sequence[str]) -> list[str]:
-        """The command line that runs ``argv`` in this place."""
-
-    def popen(self, argv: Sequence[str], **kw: Any) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv(argv), text=True, **kw)
-
-    def run(self, argv: Sequence[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(argv), text=True, capture_output=True, timeout=timeout)
-
-
-class Local(Place):
-    def argv(self, argv: Sequence[str]) -> list[str]:
-        return list(argv)
-
-
-@dataclass
-class Netns(Place):
-    ns: str
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.ns
-
-    def argv(self, argv: Sequence[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.ns, *argv]
-
-
-@dataclass
-class Via(Place):
-    """A place given by a command prefix, e.g. ``["mnexec", "-a", PID]`` for a node."""
-
-    prefix: list[str]
-    label: str = "via"
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.label
-
-    def argv(self, argv: Sequence[str]) -> list[str]:
-        return [*self.prefix, *argv]
-
-
-def host_place(topo: Any, host: Any) -> Place:
-    """The Place of an emulated host of a running :class:`~swell.topologies.topology.Topology`."""
-    from swell.topologies.layout import in_ns
-
-    return Via(in_ns(topo.layout.pid(host.node), []), label=host.node)
+__all__ = ["Local", "Netns", "Place", "Via", "Proc", "Generator", "GenResult",
+           "run_generator", "counter_series", "parse_json_lines", "live_status"]
 
 
 class Proc:
@@ -313,14 +264,3 @@ def run_generator(gen: Generator, duration_s: float | None = None, warmup_s: flo
     finally:
         gen.stop()
     return gen.collect(warmup_s)
-
-
-def registry() -> dict[str, type[Generator]]:
-    """The explicit table of generators, name -> class."""
-    from swell.generators.cbr import CbrGenerator
-    from swell.generators.playback import PlaybackGenerator
-    from swell.generators.replay import ReplayGenerator
-    from swell.generators.swing import SwingGenerator
-
-    return {"swing": SwingGenerator, "cbr": CbrGenerator, "playback": PlaybackGenerator,
-            "tcpreplay": ReplayGenerator}

@@ -16,11 +16,13 @@ import shutil
 import signal
 import subprocess
 import time
-from typing import Any
+from typing import Any, Literal
 
 from swell.errors import EnvironmentProblem, SwellError
-from swell.generators.base import Place
+from swell.generators.base import Generator, GenResult, Place
+from swell.generators.kind import KindResult, KindSpec, RunContext, Tool, TrafficKind, Window
 from swell.generators.web import tcp_probe_argv
+from swell.placement import Endpoint
 
 PORT = 5201
 
@@ -112,3 +114,68 @@ def parse_iperf3(text: str) -> dict[str, Any]:
     return {"series_mbps": [round(x, 4) for x in series], "interval_s": 0.1,
             "mean_mbps": mean, "bytes": end.get("bytes", 0),
             "interrupted": "error" in data}
+
+
+# --- the bulk traffic kind (foreground: {kind: bulk}) -----------------------------------------
+
+
+class BulkSpec(KindSpec):
+    """One long TCP download (iperf3 -R) from the foreground server to the client."""
+
+    kind: Literal["bulk"] = "bulk"
+
+
+class BulkGenerator(Generator):
+    """iperf3 as a generator: server, readiness probe, one download, its JSON report."""
+
+    name = "bulk"
+
+    def __init__(self, server: Endpoint, client: Endpoint, seconds: float) -> None:
+        super().__init__()
+        self.server, self.client = server, client
+        self.bulk = Bulk(server.ip, client.ip, seconds)
+        self.report: dict[str, Any] | None = None
+
+    def check(self) -> None:
+        check_dependencies()
+
+    def start_server(self) -> None:
+        self.bulk.start_server(self.server.place)
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        self.bulk.wait_ready(self.client.place, timeout)
+
+    def start_client(self) -> None:
+        self.bulk.start_client(self.client.place)
+
+    def running(self) -> bool:
+        return self.bulk.running()
+
+    def stop(self) -> None:
+        try:
+            if self.bulk.client is not None:
+                self.report = self.bulk.finish()
+        finally:
+            self.bulk.stop()
+
+    def collect(self, warmup_s: float = 0.0) -> GenResult:
+        return GenResult(self.name, {}, {"bulk": self.report})
+
+
+class BulkKind(TrafficKind):
+    """A competing foreground: it fills the queue, a responsive background backs off."""
+
+    name = "bulk"
+    role = "foreground"
+    Spec = BulkSpec
+    tools = (Tool("iperf3", "iperf3"),)
+
+    def build(self, ctx: RunContext) -> Generator:
+        pl = ctx.placement
+        if not pl.fg_servers or not pl.fg_clients:
+            raise SwellError("bulk", "needs a foreground client and server in the topology")
+        return BulkGenerator(pl.fg_servers[0], pl.fg_clients[0], ctx.duration_s)
+
+    def result(self, gen: GenResult | None, window: Window) -> KindResult:
+        bulk = None if gen is None else gen.summary.get("bulk")
+        return KindResult(self.name, {"bulk": bulk} if bulk is not None else {})

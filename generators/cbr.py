@@ -33,9 +33,10 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 from scipy import stats
 
 from swell.errors import EnvironmentProblem, SwellError
@@ -47,7 +48,17 @@ from swell.generators.base import (
     Proc,
     parse_json_lines,
 )
+from swell.generators.kind import (
+    ONE_PAIR,
+    KindSpec,
+    PrepareContext,
+    RunContext,
+    TrafficKind,
+    background_pair,
+)
+from swell.generators.models import base_model, model_rate_bps
 from swell.native import native_artifact
+from swell.placement import HostNeeds, PathFacts
 
 HEADER_BYTES = {"udp": 28, "tcp": 52}
 UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
@@ -269,3 +280,104 @@ def throughput_series(log: dict[str, np.ndarray], bin_s: float = 0.1) -> dict[st
     idx = (t / bin_s).astype(np.int64)
     bits = np.bincount(idx, weights=log["size"].astype(float) * 8)
     return {"t": np.arange(bits.size) * bin_s, "rx_mbps": bits / bin_s / 1e6}
+
+
+# --- the CBR and Poisson traffic kinds (background: {kind: cbr|poisson, ...}) -----------------
+
+
+class OpenLoopSpec(KindSpec):
+    """One paced flow at ``rate_mbps`` (or the rate of a Swing model, ``match_model``)."""
+
+    proto: Literal["udp", "tcp"] = "udp"
+    rate_mbps: float | None = Field(None, gt=0, description="mean rate (IP level)")
+    match_model: bool = Field(False, description="send at the model's mean s->c rate")
+    model: str | None = Field(None, description="Swing model directory (match_model)")
+    trace: str | None = Field(None, description="trace to extract the model from (match_model)")
+
+    @model_validator(mode="after")
+    def _rate(self) -> OpenLoopSpec:
+        if self.rate_mbps is None and not self.match_model:
+            raise ValueError(f"{self.kind} needs rate_mbps or match_model: true (with a model)")
+        if self.match_model and not (self.model or self.trace):
+            raise ValueError("match_model needs a model or a trace")
+        return self
+
+    def display(self) -> str:
+        if self.label:
+            return self.label
+        rate = f"{self.rate_mbps:g}M" if self.rate_mbps else "model rate"
+        return f"{self.kind}-{self.proto} {rate}"
+
+
+class CbrSpec(OpenLoopSpec):
+    kind: Literal["cbr"] = "cbr"
+
+
+class PoissonSpec(OpenLoopSpec):
+    kind: Literal["poisson"] = "poisson"
+
+
+class CbrKind(TrafficKind):
+    """CU/CT: constant inter-departure times, server side -> client side (with the downloads)."""
+
+    name = "cbr"
+    role = "background"
+    Spec = CbrSpec
+    cli = "swell.generators.cbr_cli"
+    native = ("swell-gen",)
+    dist = "const"
+
+    def __init__(self, spec: KindSpec) -> None:
+        super().__init__(spec)
+        self.model: Path | None = None
+
+    @property
+    def s(self) -> OpenLoopSpec:
+        assert isinstance(self.spec, OpenLoopSpec)
+        return self.spec
+
+    def prepare(self, ctx: PrepareContext) -> None:
+        if self.s.match_model:
+            self.model = base_model(self.s.model, self.s.trace, ctx.cache_dir, ctx.base_dir)
+
+    def model_dir(self) -> Path | None:
+        return self.model
+
+    def rate_bps(self) -> float:
+        if self.s.rate_mbps is not None:
+            return self.s.rate_mbps * 1e6
+        if self.model is None:
+            raise SwellError(self.name, "needs rate_mbps or a model to match")
+        return model_rate_bps(self.model)
+
+    def asked_mbps(self) -> dict[str, float] | None:
+        return {"reverse": self.rate_bps() / 1e6, "forward": 0.0}
+
+    def needs(self) -> HostNeeds:
+        return ONE_PAIR
+
+    def check_path(self, path: PathFacts) -> list[str]:
+        """An open-loop rate at or above the bottleneck only measures the queue: an error."""
+        rate, cap = self.rate_bps() / 1e6, path.reverse_mbps
+        if cap is not None and rate >= cap:
+            raise SwellError("background", f"{self.s.display()} sends {rate:g} Mbit/s, at or "
+                             f"above the bottleneck's {cap:g} Mbit/s: it would only measure "
+                             "the queue")
+        return []
+
+    def build(self, ctx: RunContext) -> Generator:
+        sender, receiver = background_pair(ctx.placement, self.name)
+        return CbrGenerator(CbrConfig(
+            dst=receiver.ip, src=sender.ip, rate_bps=self.rate_bps(), out_dir=ctx.out_dir,
+            proto=self.s.proto, dist=self.dist, duration_s=ctx.duration_s,
+            server=receiver.place, client=sender.place, seed=ctx.seed,
+            size=1400 if self.s.proto == "udp" else 1448,
+        ))
+
+
+class PoissonKind(CbrKind):
+    """PU/PT: exponential inter-departure times at the same mean rate."""
+
+    name = "poisson"
+    Spec = PoissonSpec
+    dist = "poisson"

@@ -44,9 +44,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from swell.errors import SwellError
 from swell.extract.reader import PacketChunk, read_all
@@ -57,10 +58,20 @@ from swell.generators.base import (
     Netns,
     Place,
     Proc,
-    host_place,
 )
 from swell.generators.cbr import read_ditg_log, throughput_series
+from swell.generators.kind import (
+    ONE_PAIR,
+    KindSpec,
+    PrepareContext,
+    RunContext,
+    Tool,
+    TrafficKind,
+    background_pair,
+    input_file,
+)
 from swell.native import native_artifact
+from swell.placement import Endpoint, HostNeeds
 
 DIRECTIONS = ("server", "client", "both")
 SIZE_MODES = ("ip", "payload")
@@ -373,20 +384,66 @@ def leg_summary(sched: PacketSchedule, sizes: np.ndarray, rx: dict[str, np.ndarr
     return out
 
 
-def playback_for_topology(topo: Any, trace: Path, out_dir: Path, proto: str = "udp",
-                          direction: str = "server", **kw: Any) -> PlaybackGenerator:
-    """UPB/TPB between the first server and the first client emulated host of ``topo``.
+def playback_between(server: Endpoint, client: Endpoint, trace: Path, out_dir: Path,
+                     proto: str = "udp", direction: str = "server", **kw: Any
+                     ) -> PlaybackGenerator:
+    """UPB/TPB between a server-side and a client-side emulated host.
 
     Direction "server" (default) sends from the server host to the client host; "client"
     the other way; "both" runs both legs. D-ITG cannot bind a source address, so the
-    sender's address is its namespace's route choice (the first host of the node).
+    sender's address is its namespace's route choice (the first host of the place).
     """
-    server, client = topo.servers[0], topo.clients[0]
     snd, rcv = (client, server) if direction == "client" else (server, client)
     cfg = PlaybackConfig(trace=Path(trace), out_dir=Path(out_dir), dst=rcv.ip, src=snd.ip,
-                         sender=host_place(topo, snd), receiver=host_place(topo, rcv),
-                         proto=proto, direction=direction, **kw)
+                         sender=snd.place, receiver=rcv.place, proto=proto,
+                         direction=direction, **kw)
     return PlaybackGenerator(cfg)
+
+
+class PlaybackSpec(KindSpec):
+    """Packet playback of a trace's server-side schedule (UPB over UDP, TPB over TCP)."""
+
+    trace: str = Field(description="packet trace whose server-side packets are played")
+
+
+class UpbSpec(PlaybackSpec):
+    kind: Literal["upb"] = "upb"
+
+
+class TpbSpec(PlaybackSpec):
+    kind: Literal["tpb"] = "tpb"
+
+
+class UpbKind(TrafficKind):
+    """UPB: the trace's server -> client packets, same times and sizes, over UDP (D-ITG)."""
+
+    name = "upb"
+    role = "background"
+    Spec = UpbSpec
+    cli = "swell.generators.playback"
+    tools = (Tool("ITGSend", "d-itg"), Tool("ITGRecv", "d-itg"), Tool("ITGDec", "d-itg"))
+    proto = "udp"
+
+    def prepare(self, ctx: PrepareContext) -> None:
+        assert isinstance(self.spec, PlaybackSpec)
+        self.trace = input_file(ctx, self.spec.trace)
+
+    def needs(self) -> HostNeeds:
+        return ONE_PAIR
+
+    def build(self, ctx: RunContext) -> Generator:
+        server, client = background_pair(ctx.placement, self.name)
+        return playback_between(server, client, self.trace, ctx.out_dir,
+                                proto=self.proto, direction="server",
+                                duration_s=ctx.duration_s)
+
+
+class TpbKind(UpbKind):
+    """TPB: the same schedule over one TCP connection (responsive to loss, in order)."""
+
+    name = "tpb"
+    Spec = TpbSpec
+    proto = "tcp"
 
 
 def add_parsers(sub: Any) -> None:

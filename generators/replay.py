@@ -40,15 +40,27 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dpkt
 import numpy as np
+from pydantic import Field
 
 from swell.errors import EnvironmentProblem, SwellError
 from swell.extract.reader import PacketChunk, addr_to_str, read_all
 from swell.generators.base import Generator, GenResult, Place, Proc
+from swell.generators.kind import (
+    ONE_PAIR,
+    KindSpec,
+    PrepareContext,
+    RunContext,
+    Tool,
+    TrafficKind,
+    background_pair,
+    input_file,
+)
 from swell.generators.playback import server_side
+from swell.placement import Endpoint, HostNeeds
 
 START_LEAD_S = 1.0
 _AT = ("import os, sys, time; t = float(sys.argv[1]); "
@@ -281,22 +293,54 @@ class ReplayGenerator(Generator):
         return GenResult(self.name, {}, summary, files)
 
 
-def replay_for_topology(topo: Any, trace: Path, out_dir: Path, **kw: Any) -> ReplayGenerator:
-    """tcpreplay into ``topo``: client->server packets enter at the first client node's
-    interface, server->client packets at the first server node's; trace addresses map
-    onto the emulated hosts of those two nodes (so each packet crosses their links)."""
-    from swell.generators.base import host_place
-
-    lay = topo.layout
+def replay_between(clients: list[Endpoint], servers: list[Endpoint], trace: Path,
+                   out_dir: Path, **kw: Any) -> ReplayGenerator:
+    """tcpreplay between two groups of emulated hosts: client->server packets enter at the
+    first client's attachment, server->client packets at the first server's; trace
+    addresses map onto the hosts that share that first host's place (so each packet
+    crosses their links)."""
     sides = []
-    for hosts in (topo.clients, topo.servers):
-        node = hosts[0].node
-        h_if, e_if = lay.host_intf[node], lay.edge_intf[node]
-        sides.append((Inject(host_place(topo, hosts[0]), h_if, lay.macs[h_if], lay.macs[e_if]),
-                      [h.ip for h in hosts if h.node == node]))
+    for hosts in (clients, servers):
+        first = hosts[0]
+        att = first.attachment
+        if att is None:
+            raise SwellError("tcpreplay", f"{first.ip}: the layout gives no interface to "
+                                          "inject packets at")
+        sides.append((Inject(first.place, att.iface, att.mac, att.gateway_mac),
+                      [h.ip for h in hosts if h.group == first.group]))
     cfg = ReplayConfig(trace=Path(trace), out_dir=Path(out_dir), client_inject=sides[0][0],
                        server_inject=sides[1][0], clients=sides[0][1], servers=sides[1][1], **kw)
     return ReplayGenerator(cfg)
+
+
+class ReplaySpec(KindSpec):
+    """tcpreplay of a whole trace, addresses rewritten into the topology."""
+
+    kind: Literal["tcpreplay"] = "tcpreplay"
+    trace: str = Field(description="packet trace to replay")
+
+
+class ReplayKind(TrafficKind):
+    """Raw replay: both directions of the trace at its own times (not responsive)."""
+
+    name = "tcpreplay"
+    role = "background"
+    Spec = ReplaySpec
+    cli = "swell.generators.replay"
+    tools = (Tool("tcpreplay", "tcpreplay"), Tool("tcprewrite", "tcpreplay"))
+
+    def prepare(self, ctx: PrepareContext) -> None:
+        assert isinstance(self.spec, ReplaySpec)
+        self.trace = input_file(ctx, self.spec.trace)
+
+    def needs(self) -> HostNeeds:
+        return ONE_PAIR
+
+    def build(self, ctx: RunContext) -> Generator:
+        pl = ctx.placement
+        background_pair(pl, self.name)
+        return replay_between(list(pl.bg_clients), list(pl.bg_servers), self.trace,
+                              ctx.out_dir, duration_s=ctx.duration_s)
 
 
 def iface_mac(place: Place, iface: str) -> str:

@@ -29,7 +29,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
 
 from swell.errors import SwellError
 from swell.generators.base import (
@@ -39,11 +41,13 @@ from swell.generators.base import (
     Place,
     Proc,
     counter_series,
-    host_place,
     parse_json_lines,
 )
+from swell.generators.kind import KindSpec, PrepareContext, RunContext, TrafficKind
+from swell.generators.models import VariantSpec, apply_variant, base_model
 from swell.generators.schedule import Schedule, Session, read_schedule, write_schedule
 from swell.native import native_artifact
+from swell.placement import Endpoint, GroupNeed, HostNeeds, by_group
 
 
 @dataclass
@@ -54,12 +58,9 @@ class PlaceHosts:
     addresses: list[str]
 
 
-def host_groups(topo: Any, hosts: list[Any]) -> list[PlaceHosts]:
-    """Emulated hosts grouped by the namespace (topology node) they live in."""
-    by_node: dict[str, list[Any]] = {}
-    for h in hosts:
-        by_node.setdefault(h.node, []).append(h)
-    return [PlaceHosts(host_place(topo, hs[0]), [h.ip for h in hs]) for hs in by_node.values()]
+def place_hosts(endpoints: list[Endpoint]) -> list[PlaceHosts]:
+    """Emulated hosts grouped by the place (namespace, machine) they live in."""
+    return [PlaceHosts(place, ips) for place, ips in by_group(endpoints)]
 
 
 @dataclass
@@ -244,3 +245,136 @@ def verify_records(sched: Schedule, records: list[dict[str, Any]]) -> list[str]:
             problems.append(f"{key}: ran from {rec['client']}")
     problems += [f"{k}: never ran" for k in sorted(set(want) - seen)]
     return problems
+
+
+# --- the Swing traffic kind (experiment files: background: {kind: swing, ...}) -----------------
+
+DEFAULT_CLIENTS = 50
+DEFAULT_SERVERS = 10
+
+
+class SwingSpec(KindSpec):
+    """Swing background: a model directory or a trace to extract one from, and a variant."""
+
+    kind: Literal["swing"] = "swing"
+    model: str | None = Field(None, description="Swing model directory")
+    trace: str | None = Field(None, description="packet trace to extract the model from")
+    variant: VariantSpec | None = None
+
+    @model_validator(mode="after")
+    def _needs_input(self) -> SwingSpec:
+        if not (self.model or self.trace):
+            raise ValueError("swing needs a model (or a trace to extract one from)")
+        return self
+
+
+def offered_mbps(sched: Schedule, start_s: float = 0.0, end_s: float | None = None) -> float:
+    """Payload both ways of the connections scheduled to start in ``[start_s, end_s)``.
+
+    A connection's scheduled start is its session's arrival plus the think times of the
+    RREs before it plus its offset in the RRE (transfer times are not known in advance,
+    so this is a lower bound of when it really starts).
+    """
+    end = sched.duration_s if end_s is None else end_s
+    total = 0
+    for sess in sched.sessions:
+        t = sess.t
+        for rre in sess.rres:
+            t += rre.gap
+            for c in rre.conns:
+                if start_s <= t + c.offset < end:
+                    total += sum(q + a for q, a, _ in c.pairs)
+    return 8.0 * total / max(end - start_s, 1e-9) / 1e6
+
+
+def calibrated_schedule(apps: list[Any], clients: list[str], servers: list[str],
+                        duration_s: float, seed: int, scale: float, target_mbps: float | None,
+                        tolerance: float = 0.10, tries: int = 50, window_start_s: float = 0.0
+                        ) -> Schedule:
+    """A schedule whose offered load is close to the target (rejection sampling on the seed).
+
+    Swing's per-session sizes are heavy-tailed, so a short run's offered load can be far
+    from the model's mean. When the experiment asks for a target rate, schedules are drawn
+    with candidate seeds derived from (seed, k) and the first one within ``tolerance`` of
+    the target is used (else the closest of ``tries``): deterministic for a seed, and
+    recorded in the schedule's metadata. The load is measured over the measurement window
+    (connections scheduled to start after ``window_start_s``). Without a target the first
+    draw is used as it is.
+    """
+    import numpy as np
+
+    from swell.generators.schedule import build_schedule
+
+    best, best_err = None, float("inf")
+    for k in range(tries if target_mbps else 1):
+        cand = seed if k == 0 else int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
+        sched = build_schedule(apps, clients, servers, duration_s, cand, scale=scale)
+        if not target_mbps:
+            return sched
+        err = abs(offered_mbps(sched, window_start_s) / target_mbps - 1.0)
+        if err < best_err:
+            best, best_err = sched, err
+        if err <= tolerance:
+            break
+    assert best is not None
+    best.meta.update({"target_mbps": target_mbps,
+                      "offered_mbps": offered_mbps(best, window_start_s),
+                      "calibration_seed": best.seed, "calibration_base_seed": seed})
+    return best
+
+
+class SwingKind(TrafficKind):
+    """Closed-loop Swing sessions between model-drawn background hosts."""
+
+    name = "swing"
+    role = "background"
+    Spec = SwingSpec
+    cli = "swell.generators.swing_cli"
+    native = ("swell-gen",)
+
+    def __init__(self, spec: KindSpec) -> None:
+        super().__init__(spec)
+        self.model: Path | None = None
+
+    @property
+    def s(self) -> SwingSpec:
+        assert isinstance(self.spec, SwingSpec)
+        return self.spec
+
+    def prepare(self, ctx: PrepareContext) -> None:
+        base = base_model(self.s.model, self.s.trace, ctx.cache_dir, ctx.base_dir)
+        assert base is not None
+        self.model = apply_variant(base, self.s.variant, ctx.cache_dir)
+
+    def needs(self) -> HostNeeds:
+        return HostNeeds(clients=GroupNeed(default_count=DEFAULT_CLIENTS, model=self.model,
+                                           side="client"),
+                         servers=GroupNeed(default_count=DEFAULT_SERVERS, model=self.model,
+                                           side="server"))
+
+    def model_dir(self) -> Path | None:
+        return self.model
+
+    def build(self, ctx: RunContext) -> Generator:
+        from swell.generators.schedule import load_app_samples
+
+        if self.model is None:
+            raise SwellError("swing", "prepare() was not run")
+        pl = ctx.placement
+        if not pl.bg_clients or not pl.bg_servers:
+            raise SwellError("swing", "needs background clients and servers in the topology")
+        apps, scale = load_app_samples(self.model)
+        target = self.s.variant.target_mbps if self.s.variant is not None else None
+        sched = calibrated_schedule(apps, [e.ip for e in pl.bg_clients],
+                                    [e.ip for e in pl.bg_servers], ctx.duration_s, ctx.seed,
+                                    scale, target, window_start_s=ctx.warmup_s)
+        path = write_schedule(ctx.out_dir / "schedule.jsonl", sched)
+        # One swell-gen per place: emulated hosts are multiplexed onto a few namespaces,
+        # and a socket can only bind an address of its own namespace.
+        return SwingGenerator(SwingConfig(
+            schedule=path, out_dir=ctx.out_dir,
+            server=pl.bg_servers[0].place, client=pl.bg_clients[0].place,
+            server_groups=place_hosts(list(pl.bg_servers)),
+            client_groups=place_hosts(list(pl.bg_clients)),
+            duration_s=ctx.duration_s,
+        ))

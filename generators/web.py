@@ -23,6 +23,7 @@ depend on how the namespaces were built.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shutil
 import signal
@@ -31,12 +32,16 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from swell.errors import EnvironmentProblem, SwellError
-from swell.generators.base import Place
+from swell.generators.base import Generator, GenResult, Place
+from swell.generators.kind import KindResult, KindSpec, RunContext, Tool, TrafficKind, Window
+from swell.placement import Endpoint
+from swell.tcpdump import Tcpdump, tcpdump_argv
 
 APACHE_BIN = "/usr/sbin/apache2"
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
@@ -300,3 +305,143 @@ def response_times(
     nbytes = np.add.reduceat(got, heads)
     ok = has_syn & closed & (ends > starts) & (nbytes >= min_bytes)
     return starts[ok] / 1e9, (ends[ok] - starts[ok]) / 1e9
+
+
+def foreground_result(pcap: Path | None, server_ip: str, port: int, window: Window,
+                      summary: HttperfSummary | None, object_bytes: int = 1
+                      ) -> dict[str, Any]:
+    """Per-request response times from the client capture, and httperf's own numbers.
+
+    Requests count when they start in the measurement window and complete before
+    httperf was stopped: httperf counts only the connections it closed before the stop
+    (SIGINT right after the window's end), so a response that completes in the capture
+    after the stop would be a sample httperf never saw.
+    """
+    out: dict[str, Any] = {"response_times_s": [], "starts_s": []}
+    if pcap is not None and pcap.exists() and pcap.stat().st_size > 24:
+        from swell.extract.reader import read_all, v4_to_int
+
+        ch = read_all(pcap)
+        ip = np.asarray(ch.ipver) == 4
+        starts, rts = response_times(
+            np.asarray(ch.ts_ns, np.int64)[ip], v4_to_int(ch.saddr_lo[ip]),
+            v4_to_int(ch.daddr_lo[ip]),
+            np.asarray(ch.sport)[ip], np.asarray(ch.dport)[ip], np.asarray(ch.tcp_flags)[ip],
+            np.asarray(ch.payload_len)[ip], int(ipaddress.IPv4Address(server_ip)), port,
+            min_bytes=object_bytes,
+        )
+        t0 = window.start
+        if starts.size and abs(starts[0] - t0) < 3600:
+            keep = starts >= t0 - 0.5  # httperf's first SYN follows the window's start
+            keep &= starts + rts <= window.end
+        else:
+            keep = np.ones(starts.size, dtype=bool)
+        out["response_times_s"] = rts[keep].round(6).tolist()
+        out["starts_s"] = (starts[keep] - t0).round(6).tolist()
+        out["capture_packets"] = int(ip.sum())
+    if summary is not None:
+        out["httperf"] = {k: v for k, v in vars(summary).items() if k != "raw"}
+    return out
+
+
+# --- the httperf traffic kind (foreground: {kind: httperf, ...}) ------------------------------
+
+
+class HttperfSpec(KindSpec):
+    """httperf fetching one object per connection from Apache, back to back."""
+
+    kind: Literal["httperf"] = "httperf"
+    object_bytes: int = Field(1_000_000, gt=0)
+    objects: int = Field(0, ge=0, description="0: fetch back to back for the whole run")
+    port: int = Field(80, ge=1, le=65535, description="Apache's port on the server host")
+
+
+class WebGenerator(Generator):
+    """Apache on the foreground server, httperf and a capture on the foreground client."""
+
+    name = "httperf"
+
+    def __init__(self, spec: HttperfSpec, server: Endpoint, client: Endpoint, out: Path,
+                 seed: int) -> None:
+        super().__init__()
+        self.spec = spec
+        self.server, self.client = server, client
+        self.out = out
+        self.seed = seed
+        self.apache = ApacheServer(out / "apache", server.ip, spec.port)
+        self.httperf: Httperf | None = None
+        self.summary: HttperfSummary | None = None
+        self.pcap = out / "fg-client.pcap"
+        self.tcpdump: Tcpdump | None = None
+
+    def check(self) -> None:
+        check_dependencies()
+
+    def start_server(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.apache.start(self.server.place, [self.spec.object_bytes], self.seed)
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        self.apache.wait_ready(self.client.place, timeout)
+        # the client's own capture (headers only), started and listening before any request
+        self.tcpdump = Tcpdump(self.client.place, tcpdump_argv(
+            "any", self.pcap, 96, bpf=f"host {self.server.ip} and tcp port {self.spec.port}"),
+            f"tcpdump at {self.client.ip}")
+        self.tcpdump.start()
+
+    def start_client(self) -> None:
+        self.httperf = Httperf(self.server.ip, self.spec.port, self.spec.object_bytes,
+                               self.spec.objects or 10_000_000)
+        self.httperf.start(self.client.place)
+
+    def running(self) -> bool:
+        return (self.httperf is not None and self.httperf.proc is not None
+                and self.httperf.proc.poll() is None)
+
+    def stop(self) -> None:
+        """httperf first (its statistics), then Apache and the capture."""
+        try:
+            if self.httperf is not None and self.httperf.proc is not None:
+                self.summary = self.httperf.stop()
+        finally:
+            self.apache.stop()
+            if self.tcpdump is not None and self.tcpdump.proc is not None:
+                counts = self.tcpdump.stop()
+                if counts.dropped:
+                    raise SwellError(self.pcap, f"capture dropped {counts.dropped} packets: "
+                                                "response times would be incomplete")
+
+    def collect(self, warmup_s: float = 0.0) -> GenResult:
+        if self.summary is not None and self.summary.status_other:
+            raise SwellError("httperf", f"{self.summary.status_other} replies were not 2xx "
+                             f"(see {self.out / 'apache' / 'apache-error.log'})")
+        summary: dict[str, Any] = {"server_ip": self.server.ip}
+        if self.summary is not None:
+            summary["httperf"] = self.summary
+        return GenResult(self.name, {}, summary, {"client_pcap": self.pcap})
+
+
+class HttperfKind(TrafficKind):
+    """Response times of back-to-back object downloads (the study's foreground)."""
+
+    name = "httperf"
+    role = "foreground"
+    Spec = HttperfSpec
+    tools = (Tool("httperf", "httperf"), Tool(APACHE_BIN, "apache2"), Tool("tcpdump", "tcpdump"))
+
+    def build(self, ctx: RunContext) -> Generator:
+        assert isinstance(self.spec, HttperfSpec)
+        pl = ctx.placement
+        if not pl.fg_servers or not pl.fg_clients:
+            raise SwellError("httperf", "needs a foreground client and server in the topology")
+        return WebGenerator(self.spec, pl.fg_servers[0], pl.fg_clients[0], ctx.out_dir,
+                            ctx.seed)
+
+    def result(self, gen: GenResult | None, window: Window) -> KindResult:
+        assert isinstance(self.spec, HttperfSpec)
+        if gen is None:
+            return KindResult(self.name)
+        metrics = foreground_result(gen.files["client_pcap"], gen.summary["server_ip"],
+                                    self.spec.port, window,
+                                    gen.summary.get("httperf"), self.spec.object_bytes)
+        return KindResult(self.name, metrics)

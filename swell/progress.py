@@ -73,5 +73,12 @@ class Progress:
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
+    def note(self, text: str) -> None:
+        """A message on its own line (warnings: shown even when progress is quiet)."""
+        if self._tty and not self._quiet:
+            sys.stderr.write("\r\x1b[K")
+        sys.stderr.write(f"{self.label}: {text}\n")
+        sys.stderr.flush()
+
     def finish(self) -> None:
         self._draw(final=True)

@@ -21,29 +21,18 @@ run never loses packets silently.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import select
-import signal
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from swell.errors import SwellError
+from swell.placement import Via
+from swell.tcpdump import BUFFER_KIB, Tcpdump, parse_counters, tcpdump_argv
 from swell.topologies.layout import Layout, in_ns
 
 DIRECTIONS = ("forward", "reverse")
 EGRESS_SIDE = {"forward": "right", "reverse": "left"}  # core port a direction leaves by
-TCPDUMP_BUFFER_KIB = 65536
-_COUNTERS = {
-    "captured": re.compile(r"(\d+) packets? captured"),
-    "received": re.compile(r"(\d+) packets? received by filter"),
-    "dropped_kernel": re.compile(r"(\d+) packets? dropped by kernel"),
-    "dropped_interface": re.compile(r"(\d+) packets? dropped by interface"),
-}
+TCPDUMP_BUFFER_KIB = BUFFER_KIB
 
 
 @dataclass(frozen=True)
@@ -62,12 +51,7 @@ def capture_paths(capture_dir: Path) -> dict[str, Path]:
 
 def parse_tcpdump_counters(stderr: str) -> dict[str, int]:
     """tcpdump's exit report as numbers (missing counters are absent)."""
-    out = {}
-    for key, pattern in _COUNTERS.items():
-        match = pattern.search(stderr)
-        if match:
-            out[key] = int(match.group(1))
-    return out
+    return parse_counters(stderr)
 
 
 def native_reports(stats: dict[str, Any], paths: dict[str, Path]) -> list[CaptureReport]:
@@ -118,59 +102,20 @@ class TcpdumpCapture:
         self.direction = direction
         self.path = path
         self.dev = dev or layout.core_port[EGRESS_SIDE[direction]]
-        self.argv = in_ns(
-            layout.pid(node),
-            [
-                "tcpdump", "-i", self.dev, "-Q", "out", "-n", "-s", str(snaplen),
-                "-B", str(TCPDUMP_BUFFER_KIB), "--immediate-mode",
-                "--time-stamp-precision=nano", "-w", str(path),
-            ],
-        )  # fmt: skip
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._err = b""
+        place = Via(tuple(in_ns(layout.pid(node), [])), label=node)
+        self._tcpdump = Tcpdump(place, tcpdump_argv(self.dev, path, snaplen, "out"),
+                                f"tcpdump on {self.dev}")
 
     def start(self, timeout: float = 10.0) -> None:
         """Start and wait until tcpdump says it is listening (probe, no sleep)."""
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        assert self.proc.stderr is not None
-        deadline = time.monotonic() + timeout
-        while b"listening on" not in self._err:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.proc.stderr], [], [], max(left, 0.0))
-            chunk = os.read(self.proc.stderr.fileno(), 4096) if ready else b""
-            if not chunk:
-                self.proc.kill()
-                self.proc.wait()
-                msg = self._err.decode(errors="replace").strip() or "no output"
-                raise SwellError(f"tcpdump on {self.dev}", f"did not start: {msg}")
-            self._err += chunk
+        self._tcpdump.start(timeout)
 
     @property
     def pid(self) -> int | None:
-        return None if self.proc is None else self.proc.pid
+        return self._tcpdump.pid
 
     def stop(self, timeout: float = 10.0) -> CaptureReport:
         """SIGINT (tcpdump flushes and prints its counters), then parse them."""
-        if self.proc is None:
-            raise SwellError(self.path, "capture was not started")
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            _, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        self.proc = None
-        counters = parse_tcpdump_counters((self._err + err).decode(errors="replace"))
-        if "captured" not in counters:
-            raise SwellError(self.path, "tcpdump printed no counters; the capture may be cut")
-        dropped = counters.get("dropped_kernel", 0) + counters.get("dropped_interface", 0)
-        return CaptureReport(
-            self.direction, str(self.path), counters["captured"], dropped, "tcpdump", counters
-        )
+        counts = self._tcpdump.stop(timeout)
+        return CaptureReport(self.direction, str(self.path), counts.written, counts.dropped,
+                             "tcpdump", counts.detail)

@@ -2,15 +2,20 @@
 
 Checks, each with a plain answer and how it was found:
 
-* qdiscs: netem, htb, tbf, bfifo. :func:`kernel_has_qdisc` is definitive as
-  root (it adds the qdisc to ``lo`` inside a throw-away network namespace made
-  with ``unshare -n``, which vanishes with the command); without root it reads
-  ``/sys/module``, ``modules.builtin`` and asks ``modprobe -n``.
+* qdiscs: netem, htb, tbf, bfifo. :func:`~swell.topologies.probe.kernel_has_qdisc`
+  is definitive as root (it adds the qdisc to ``lo`` inside a throw-away network
+  namespace made with ``unshare -n``, which vanishes with the command); without
+  root it reads ``/sys/module``, ``modules.builtin`` and asks ``modprobe -n``.
 * TUN (``/dev/net/tun`` opens), AF_PACKET (a raw packet socket opens, root).
 * offloads: the defaults a fresh veth pair gets (swell turns TSO/GSO/GRO off
   on every interface it creates; this shows what it is turning off).
 * tools on PATH: tc, tcpdump, ethtool, Mininet (``mnexec`` and the Python
   module), D-ITG, httperf, apache2, tcpreplay, iperf3; and ``swell-link``.
+
+The probes the engine choice needs too (qdiscs, the native engine) live in
+:mod:`swell.topologies.probe`; the choice itself is
+:func:`swell.topologies.engines.choose_engine`. This module imports both; neither
+imports it (only ``swell doctor``'s CLI does).
 
 Nothing here changes the host.
 """
@@ -19,13 +24,17 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
-import socket
 import subprocess
-from pathlib import Path
 from typing import Any
 
 from swell.errors import SwellError
+from swell.topologies.engines import EngineFacts, choose_engine
+from swell.topologies.probe import (
+    af_packet_available,
+    kernel_has_qdisc,
+    native_engine_status,
+    which,
+)
 
 TOOLS = {
     "tc": "tc",
@@ -38,45 +47,7 @@ TOOLS = {
     "tcpreplay": "tcpreplay",
     "iperf3": "iperf3",
 }
-SBIN = ("/usr/sbin", "/sbin")
 QDISCS = ("netem", "htb", "tbf", "bfifo")
-_PROBE_ARGS = {
-    "netem": ["delay", "1ms"],
-    "htb": [],
-    "tbf": ["rate", "1mbit", "burst", "10k", "latency", "10ms"],
-    "bfifo": [],
-}
-
-
-def _which(name: str) -> str | None:
-    path = os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(SBIN)
-    return shutil.which(name, path=path)
-
-
-def _module_known(name: str) -> bool | None:
-    """From files only: True (loaded/builtin), False (absent), None (unknown)."""
-    mod = f"sch_{name}"
-    if Path(f"/sys/module/{mod}").exists():
-        return True
-    release = platform.release()
-    builtin = Path(f"/lib/modules/{release}/modules.builtin")
-    if builtin.exists() and f"/{mod}.ko" in builtin.read_text():
-        return True
-    if _which("modprobe"):
-        proc = subprocess.run(["modprobe", "-n", "-q", mod], capture_output=True)
-        return proc.returncode == 0
-    return None
-
-
-def kernel_has_qdisc(name: str) -> bool:
-    """Does this kernel provide qdisc ``name`` (e.g. "netem")?"""
-    if name not in _PROBE_ARGS:
-        raise SwellError("qdisc", f"no probe for {name!r}; known: {', '.join(_PROBE_ARGS)}")
-    if os.geteuid() == 0 and _which("unshare") and _which("tc"):
-        cmd = ["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", name, *_PROBE_ARGS[name]]
-        proc = subprocess.run(cmd, capture_output=True, timeout=10)
-        return proc.returncode == 0
-    return bool(_module_known(name))
 
 
 def tun_available() -> bool:
@@ -88,32 +59,9 @@ def tun_available() -> bool:
     return True
 
 
-def af_packet_available() -> bool:
-    try:
-        socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()
-    except (OSError, AttributeError):
-        return False
-    return True
-
-
-def native_engine_status() -> tuple[bool, str]:
-    """(usable, why not): swell-link built, AF_PACKET usable, root."""
-    from swell.native import native_artifact
-
-    try:
-        native_artifact("swell-link")
-    except SwellError:
-        return False, "swell-link is not built (scripts/bootstrap.sh)"
-    if os.geteuid() != 0:
-        return False, "the native engine needs root"
-    if not af_packet_available():
-        return False, "AF_PACKET sockets are not available"
-    return True, ""
-
-
 def veth_offload_defaults() -> dict[str, str] | None:
     """Offload settings of a fresh veth (made in a throw-away namespace), or None."""
-    if os.geteuid() != 0 or not (_which("unshare") and _which("ethtool")):
+    if os.geteuid() != 0 or not (which("unshare") and which("ethtool")):
         return None
     script = "ip link add name v0 type veth peer name v1 && ethtool -k v0"
     proc = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True)
@@ -143,8 +91,6 @@ def mininet_importable() -> bool:
 
 
 def diagnose() -> dict[str, Any]:
-    from swell.topologies.engines import EngineFacts, choose_engine
-
     qdiscs = {q: kernel_has_qdisc(q) for q in QDISCS}
     native_ok, why = native_engine_status()
     facts = EngineFacts(qdiscs["netem"], qdiscs["htb"], native_ok, why)
@@ -159,7 +105,7 @@ def diagnose() -> dict[str, Any]:
         "tun": tun_available(),
         "af_packet": af_packet_available(),
         "veth_offload_defaults": veth_offload_defaults(),
-        "tools": {label: _which(exe) for label, exe in TOOLS.items()},
+        "tools": {label: which(exe) for label, exe in TOOLS.items()},
         "mininet_module": mininet_importable(),
         "native_engine": {"usable": native_ok, "why_not": why},
         "auto_engine": auto,

@@ -9,13 +9,15 @@ access links real:
   kernel). It needs ``sch_netem``.
 * :class:`NativeEngine` builds a :class:`swell.topologies.linkemu.EngineConfig`
   (two ports on the core router, routes by side, one ``HostLink`` per
-  background host, the bottleneck as the two port pipes, and per-direction
-  captures) and runs ``swell-link`` through ``linkemu.LinkEngine`` (the core
-  router has no IPs and does not forward).
+  background host, the bottleneck as the two port pipes, every pipe made by
+  ``linkemu.pipe_from_link``, and per-direction captures) and runs
+  ``swell-link`` through ``linkemu.LinkEngine`` (the core router has no IPs
+  and does not forward).
 
 :func:`choose_engine` is the pure decision; :func:`probe_engines` asks the
-host (via :mod:`.doctor`) what is available. ``auto`` prefers netem where the
-kernel has it and falls back to the native engine.
+host what is available (through :mod:`.probe`, whose answers ``swell doctor``
+reports too). ``auto`` prefers netem where the kernel has it and falls back to
+the native engine.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from swell.errors import EnvironmentProblem, SwellError
 from swell.topologies import netem
 from swell.topologies.addressing import Side
 from swell.topologies.layout import CORE, EDGE, SIDES, Layout, in_ns
-from swell.topologies.spec import LinkDir, Loss, TopologySpec
+from swell.topologies.probe import kernel_has_qdisc, native_engine_status
+from swell.topologies.spec import LinkDir, TopologySpec
 
 ENGINES = ("netem", "native")
 DIRECTIONS = {"forward": ("left", "right"), "reverse": ("right", "left")}
@@ -42,7 +45,7 @@ HostLinks = dict[Side, list[tuple[ipaddress.IPv4Address, LinkDir]]]
 
 @dataclass(frozen=True)
 class EngineFacts:
-    """What the host offers, as found by the doctor."""
+    """What the host offers, as found by :func:`probe_engines`."""
 
     netem: bool
     htb: bool
@@ -72,8 +75,7 @@ def choose_engine(requested: str, facts: EngineFacts) -> str:
 
 
 def probe_engines() -> EngineFacts:
-    from swell.topologies.doctor import kernel_has_qdisc, native_engine_status
-
+    """Ask the host what :func:`choose_engine` needs to know."""
     ok, why = native_engine_status()
     return EngineFacts(kernel_has_qdisc("netem"), kernel_has_qdisc("htb"), ok, why)
 
@@ -188,32 +190,6 @@ class NetemEngine(Engine):
         return final
 
 
-def pipe_spec(link: LinkDir) -> Any:
-    """A linkemu.PipeSpec for one direction of ``link``."""
-    from swell.topologies import linkemu
-
-    return linkemu.PipeSpec(
-        rate_bps=None if link.rate_mbps is None else link.rate_mbps * 1e6,
-        delay_us=round(link.delay_ms * 1000),
-        queue_bytes=link.queue_bytes,
-        queue_packets=link.queue_packets,
-        loss=loss_model(link.loss),
-    )
-
-
-def loss_model(loss: Loss) -> Any:
-    from swell.topologies import linkemu
-
-    return linkemu.LossModel(
-        kind=loss.kind,
-        p=loss.p,
-        p_gb=loss.p_gb,
-        p_bg=loss.p_bg,
-        loss_good=loss.loss_good,
-        loss_bad=loss.loss_bad,
-    )
-
-
 def native_config(
     layout: Layout, hosts: HostLinks, spec: TopologySpec, workdir: Path, captures: dict[str, Path]
 ) -> Any:
@@ -233,12 +209,14 @@ def native_config(
     )
     routes = tuple(linkemu.Route(prefix=str(plan.halves[side]), port=side) for side in SIDES)
     host_links = tuple(
-        linkemu.HostLink(ip=str(ip), up=pipe_spec(link), down=pipe_spec(link))
+        linkemu.HostLink(
+            ip=str(ip), up=linkemu.pipe_from_link(link), down=linkemu.pipe_from_link(link)
+        )
         for side in SIDES
         for ip, link in hosts[side]
     )
     dirs = {"forward": spec.bottleneck.forward_dir(), "reverse": spec.bottleneck.reverse_dir()}
-    port_pipes = tuple((*DIRECTIONS[d], pipe_spec(dirs[d])) for d in DIRECTIONS)
+    port_pipes = tuple((*DIRECTIONS[d], linkemu.pipe_from_link(dirs[d])) for d in DIRECTIONS)
     capture_list = tuple((*DIRECTIONS[d], str(path)) for d, path in captures.items())
     return linkemu.EngineConfig(
         name=layout.prefix,

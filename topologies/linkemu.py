@@ -8,12 +8,30 @@ the destination host. A pipe is a serialiser of rate R with no burst allowance,
 a drop-tail queue (bytes or packets), random loss (Bernoulli or
 Gilbert-Elliott) and a propagation delay; see ``docs/linkemu.md``.
 
-This module holds the frozen dataclasses that describe a run (each rejects bad
-values with a :class:`~swell.errors.SwellError` when built), their JSON form
+This module holds the frozen dataclasses that describe a run, their JSON form
 (what the engine reads), and :class:`LinkEngine`, which starts the engine, waits
 for its ``READY`` line, reads its JSON-lines stats incrementally and stops it
 with SIGTERM. The run prefix (``EngineConfig.name``) is on the engine's command
 line (``--name``) so ``swell cleanup`` can find a leftover engine.
+
+Where link parameters are checked. What a link may be (probabilities in
+[0, 1], rate, delay and queue ranges, one queue limit, Gilbert-Elliott with
+``p_bg > 0``) is defined once, by the topology spec's pydantic models
+(:class:`~swell.topologies.spec.LinkDir`, :class:`~swell.topologies.spec.Loss`).
+Spec values reach this module through one conversion, :func:`pipe_from_link`
+(and :func:`loss_model` for its loss), which only changes units; it does not
+check again. :class:`PipeSpec` and :class:`LossModel` check only what the
+engine's JSON format itself needs for a value to mean what it says: the
+integer fields are the engine's ``u64`` (non-negative ints; ``1.5`` or ``-1``
+would otherwise be refused only when the engine starts), numbers are finite
+(JSON has no NaN or infinity), and ``loss.kind`` is one the engine knows (it
+reads any other string as "no loss", without a word). A config read back from
+JSON (:meth:`EngineConfig.from_json`) is an edge like a spec file, so each of
+its pipes is also checked against the spec's models (:func:`check_pipe`, via
+the inverse conversion :func:`link_from_pipe`); code that builds pipes by hand
+(benchmarks, engine tests) can call :func:`check_pipe` too. The port, route
+and host checks below are the engine format's own (names, MACs, prefixes,
+cross references) and have no counterpart in the spec.
 """
 
 from __future__ import annotations
@@ -21,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import math
 import os
 import re
 import select
@@ -30,19 +49,32 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, get_args
+
+from pydantic import ValidationError
 
 from swell.errors import EnvironmentProblem, SwellError
 from swell.fsutil import write_json
 from swell.native import native_artifact
+from swell.topologies.spec import LinkDir, Loss, LossKind, format_validation_error
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-def _prob(where: str, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise SwellError(where, f"probability must be in [0, 1], got {value}")
+LOSS_KINDS: tuple[str, ...] = get_args(LossKind)
+
+
+def _number(where: str, value: Any) -> None:
+    """A JSON number the engine reads as ``f64`` (finite; not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SwellError(where, f"must be a finite number, got {value!r}")
+
+
+def _u64(where: str, value: Any) -> None:
+    """A JSON integer the engine reads as ``u64``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        raise SwellError(where, f"must be a non-negative int, got {value!r}")
 
 
 def _ipv4(where: str, value: str) -> None:
@@ -59,9 +91,12 @@ class LossModel:
     Gilbert-Elliott: a two-state chain advanced once per packet; in the good
     state packets are lost with ``loss_good``, in the bad state with
     ``loss_bad``; the mean bad-state sojourn (burst length) is ``1 / p_bg``.
+    Built from a spec by :func:`loss_model`. Checks only the format (a kind
+    the engine knows, finite numbers); the ranges are the spec's
+    (:class:`~swell.topologies.spec.Loss`), see :func:`check_pipe`.
     """
 
-    kind: str = "none"
+    kind: LossKind = "none"
     p: float = 0.0
     p_gb: float = 0.0
     p_bg: float = 0.0
@@ -69,17 +104,21 @@ class LossModel:
     loss_bad: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.kind not in ("none", "bernoulli", "gilbert"):
+        if self.kind not in LOSS_KINDS:
             raise SwellError("loss.kind", f"must be none, bernoulli or gilbert, got {self.kind!r}")
         for name in ("p", "p_gb", "p_bg", "loss_good", "loss_bad"):
-            _prob(f"loss.{name}", getattr(self, name))
-        if self.kind == "gilbert" and self.p_bg == 0.0 and self.p_gb > 0.0:
-            raise SwellError("loss.p_bg", "gilbert with p_bg = 0 never leaves the bad state")
+            _number(f"loss.{name}", getattr(self, name))
 
 
 @dataclass(frozen=True)
 class PipeSpec:
-    """One link direction: rate (None = unlimited), delay, drop-tail queue, loss."""
+    """One link direction: rate (None = unlimited), delay, drop-tail queue, loss.
+
+    Engine units: bit/s and whole microseconds. Built from a spec by
+    :func:`pipe_from_link`. Checks only the format (``u64`` ints, finite
+    numbers); the ranges and the one-queue-limit rule are the spec's
+    (:class:`~swell.topologies.spec.LinkDir`), see :func:`check_pipe`.
+    """
 
     rate_bps: float | None = None
     delay_us: int = 0
@@ -88,18 +127,65 @@ class PipeSpec:
     loss: LossModel = field(default_factory=LossModel)
 
     def __post_init__(self) -> None:
-        if self.rate_bps is not None and not (self.rate_bps > 0 and self.rate_bps < 1e12):
-            raise SwellError("pipe.rate_bps", f"must be positive (or None), got {self.rate_bps}")
-        if not isinstance(self.delay_us, int) or not 0 <= self.delay_us <= 60_000_000:
-            raise SwellError("pipe.delay_us", f"must be an int in [0, 60 s], got {self.delay_us}")
-        if self.queue_bytes is not None and self.queue_packets is not None:
-            raise SwellError("pipe", "give at most one of queue_bytes and queue_packets")
+        if self.rate_bps is not None:
+            _number("pipe.rate_bps", self.rate_bps)
+        _u64("pipe.delay_us", self.delay_us)
         for name in ("queue_bytes", "queue_packets"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise SwellError(f"pipe.{name}", f"must be a positive int, got {value}")
+            if getattr(self, name) is not None:
+                _u64(f"pipe.{name}", getattr(self, name))
         if not isinstance(self.loss, LossModel):
             raise SwellError("pipe.loss", "must be a LossModel")
+
+
+def loss_model(loss: Loss) -> LossModel:
+    """The engine's loss process for a (validated) spec :class:`Loss`."""
+    return LossModel(
+        kind=loss.kind,
+        p=loss.p,
+        p_gb=loss.p_gb,
+        p_bg=loss.p_bg,
+        loss_good=loss.loss_good,
+        loss_bad=loss.loss_bad,
+    )
+
+
+def pipe_from_link(link: LinkDir) -> PipeSpec:
+    """The engine's pipe for one (validated) spec link direction; units only, no checks."""
+    return PipeSpec(
+        rate_bps=link.rate_bps,
+        delay_us=link.delay_us,
+        queue_bytes=link.queue_bytes,
+        queue_packets=link.queue_packets,
+        loss=loss_model(link.loss),
+    )
+
+
+def link_from_pipe(pipe: PipeSpec) -> LinkDir:
+    """The spec link a pipe stands for (inverse of :func:`pipe_from_link`).
+
+    Validates with the spec's models, so it raises pydantic's
+    ``ValidationError`` for a pipe no spec could describe.
+    """
+    return LinkDir.model_validate(
+        {
+            "rate_mbps": None if pipe.rate_bps is None else pipe.rate_bps / 1e6,
+            "delay_ms": pipe.delay_us / 1000,
+            "queue_bytes": pipe.queue_bytes,
+            "queue_packets": pipe.queue_packets,
+            "loss": asdict(pipe.loss),
+        }
+    )
+
+
+def check_pipe(pipe: PipeSpec, where: str = "pipe") -> None:
+    """Raise :class:`SwellError` unless ``pipe`` is a link the topology spec accepts.
+
+    Field names in the message are the spec's (``rate_mbps``, ``delay_ms``).
+    """
+    try:
+        link_from_pipe(pipe)
+    except ValidationError as exc:
+        raise SwellError(where, f"not a valid link: {format_validation_error(exc)}") from None
 
 
 @dataclass(frozen=True)
@@ -197,9 +283,9 @@ class EngineConfig:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> EngineConfig:
-        """Inverse of :meth:`to_json` (validating again)."""
+        """Inverse of :meth:`to_json`; validates again, each pipe by the spec's rules."""
         try:
-            return cls(
+            config = cls(
                 name=d["name"],
                 ports=tuple(PortSpec(**{**p, "gateway_ips": tuple(p.get("gateway_ips", ()))})
                             for p in d["ports"]),
@@ -214,6 +300,12 @@ class EngineConfig:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SwellError("engine config", f"malformed: {exc}") from exc
+        for host in config.hosts:
+            check_pipe(host.up, f"engine config host {host.ip} up")
+            check_pipe(host.down, f"engine config host {host.ip} down")
+        for a, b, pipe in config.port_pipes:
+            check_pipe(pipe, f"engine config port pipe {a}->{b}")
+        return config
 
 
 def _pipe(d: dict[str, Any]) -> PipeSpec:

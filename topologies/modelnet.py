@@ -15,6 +15,12 @@ A directory with ``model.json`` is read with
 ``_ms``/``_us``/``_s`` for delay, ``_mbps``/``_bps``/``_kbps`` for capacity;
 loss is a fraction. A missing
 capacity or loss array means "no limit"/"no loss" and is reported back.
+
+Drawn values become spec links (:class:`~swell.topologies.spec.LinkDir`),
+so they are checked by the same rules as links written by hand, and reach the
+engines by the same conversions (``linkemu.pipe_from_link``, ``netem``). A
+drawn value the spec refuses (a capacity above its limit, say) is an error
+naming the model, not a pydantic traceback.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pydantic import ValidationError
 
 from swell.errors import SwellError
-from swell.topologies.spec import HostGroup, LinkDir, Loss, ModelDraw
+from swell.topologies.spec import HostGroup, LinkDir, Loss, ModelDraw, format_validation_error
 
 DELAY_KEYS = {"delay_ms": 1.0, "owd_ms": 1.0, "delay_us": 1e-3, "delay_s": 1e3, "owd_s": 1e3}
 RATE_KEYS = {
@@ -111,14 +118,17 @@ def draw_links(samples: NetSamples, draw: ModelDraw, n: int, seed: int) -> list[
         if mbps is not None and draw.max_rate_mbps is not None:
             mbps = min(mbps, draw.max_rate_mbps)
         p = 0.0 if loss is None else float(loss[i])
-        links.append(
-            LinkDir(
+        try:
+            link = LinkDir(
                 rate_mbps=mbps,
                 delay_ms=round(float(delay[i]), 3),
                 queue_packets=draw.queue_packets,
                 loss=Loss.model_validate(p),
             )
-        )
+        except ValidationError as exc:
+            problem = format_validation_error(exc)
+            raise SwellError(draw.path, f"drawn access link {i}: {problem}") from None
+        links.append(link)
     return links
 
 

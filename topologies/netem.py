@@ -25,6 +25,11 @@ plus the link's bandwidth-delay product in MTU-sized packets. netem counts
 packets, not bytes: a ``queue_bytes`` limit becomes ``queue_bytes // mtu``
 packets (documented approximation of this engine; the native engine counts
 bytes exactly).
+
+Link parameters arrive validated (:class:`~swell.topologies.spec.LinkDir`);
+nothing here checks them again. Rates and delays are read in engine units
+from ``LinkDir.rate_bps`` and ``LinkDir.delay_us``, the same numbers the
+native engine's pipes get from ``linkemu.pipe_from_link``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from swell.topologies.spec import LinkDir, Loss
+from swell.topologies.spec import LinkDir, Loss, ms_to_us
 
 DEFAULT_QUEUE_PACKETS = 1000
 UNLIMITED_RATE_BPS = 100_000_000_000  # htb needs a rate; an unshaped class gets 100 Gbit/s
@@ -49,7 +54,7 @@ def fmt_rate(bps: float) -> str:
 
 
 def fmt_delay(ms: float) -> str:
-    return f"{round(ms * 1000)}us"
+    return f"{ms_to_us(ms)}us"
 
 
 def fmt_pct(p: float) -> str:
@@ -67,10 +72,10 @@ def queue_packets(link: LinkDir, mtu: int = 1500) -> int:
 
 def netem_limit(link: LinkDir, mtu: int = 1500) -> int:
     """netem's packet limit: the queue plus the packets the delay line holds."""
-    if link.rate_mbps is None:
+    if link.rate_bps is None:
         in_flight = DELAY_LINE_UNLIMITED if link.delay_ms > 0 else 0
     else:
-        bdp_bytes = link.rate_mbps * 1e6 * link.delay_ms / 1e3 / 8
+        bdp_bytes = link.rate_bps * link.delay_ms / 1e3 / 8
         in_flight = math.ceil(bdp_bytes / mtu)
     return queue_packets(link, mtu) + in_flight
 
@@ -99,6 +104,11 @@ def netem_args(link: LinkDir, mtu: int = 1500) -> list[str]:
     return args + loss_args(link.loss)
 
 
+def link_rate_bps(link: LinkDir) -> float:
+    """htb's rate for ``link``: its rate, or :data:`UNLIMITED_RATE_BPS` when it has none."""
+    return link.rate_bps if link.rate_bps is not None else UNLIMITED_RATE_BPS
+
+
 def htb_class_args(rate_bps: float, mtu: int = 1500) -> list[str]:
     """htb class parameters: rate = ceil, and one frame of burst (closest to a serialiser)."""
     frame = mtu + ETH_HEADER
@@ -119,7 +129,7 @@ def htb_class_args(rate_bps: float, mtu: int = 1500) -> list[str]:
 
 def bottleneck_cmds(dev: str, link: LinkDir, mtu: int = 1500) -> list[list[str]]:
     """One direction of the bottleneck on ``dev``'s egress: htb 1:1 -> netem 10:."""
-    rate = link.rate_mbps * 1e6 if link.rate_mbps is not None else UNLIMITED_RATE_BPS
+    rate = link_rate_bps(link)
     return [
         ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
         [
@@ -220,7 +230,7 @@ def access_cmds(
             raise ValueError(f"{addr} is not in {subnet}")
         classid = host_classid(index)
         minor = classid.split(":")[1]
-        rate = link.rate_mbps * 1e6 if link.rate_mbps is not None else UNLIMITED_RATE_BPS
+        rate = link_rate_bps(link)
         bucket = f"{int(addr) & 0xFF:x}"
         cmds += [
             [

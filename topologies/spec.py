@@ -27,6 +27,22 @@ Shape of a spec (YAML)::
 Access links apply the same parameters in both directions (host -> network
 "up" and network -> host "down"). ``loss`` is a probability per packet and
 per direction; a float is Bernoulli loss, a mapping selects Gilbert-Elliott.
+
+:class:`Loss` and :class:`LinkDir` are the one definition of what a link may
+be (probabilities, rate, delay and queue ranges, which fields go together).
+The shaping engines do not check these again: ``linkemu.pipe_from_link`` and
+``linkemu.loss_model`` turn a validated ``LinkDir``/``Loss`` into the native
+engine's pipe, and ``netem`` turns it into tc arguments; both take rates and
+delays in engine units from :attr:`LinkDir.rate_bps` and
+:attr:`LinkDir.delay_us`, so both engines shape with the same numbers (one
+rounding of the delay to microseconds). A native config read back from JSON is
+checked against these same models (``linkemu.check_pipe``).
+
+Other readers of specs (an experiment file holding a ``topology:`` mapping)
+call ``TopologySpec.model_validate(data)``: it raises pydantic's
+``ValidationError`` whose ``loc`` tuples are field paths inside the spec;
+:func:`validation_problems` gives them without pydantic's union-branch labels,
+ready to be looked up in a YAML line map.
 """
 
 from __future__ import annotations
@@ -36,9 +52,31 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from swell.errors import SwellError
+from swell.typed import StrictModel
+
+__all__ = [
+    "Bottleneck",
+    "CaptureSpec",
+    "Foreground",
+    "HostGroup",
+    "LinkDir",
+    "Loss",
+    "LossKind",
+    "MAX_HOSTS_PER_GROUP",
+    "MAX_NAMESPACES_PER_GROUP",
+    "ModelDraw",
+    "PRIVATE_RANGES",
+    "StrictModel",  # re-exported: the base now lives in swell.typed
+    "TopologySpec",
+    "format_validation_error",
+    "load_spec",
+    "ms_to_us",
+    "spec_from_dict",
+    "validation_problems",
+]
 
 PRIVATE_RANGES = tuple(
     ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
@@ -46,17 +84,18 @@ PRIVATE_RANGES = tuple(
 MAX_HOSTS_PER_GROUP = 4096
 MAX_NAMESPACES_PER_GROUP = 64
 
+LossKind = Literal["none", "bernoulli", "gilbert"]
 
-class StrictModel(BaseModel):
-    """Frozen, and unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def ms_to_us(ms: float) -> int:
+    """A delay in whole microseconds, the resolution of both shaping engines."""
+    return round(ms * 1000)
 
 
 class Loss(StrictModel):
     """Random loss: none, Bernoulli (``p``) or Gilbert-Elliott (two-state bursts)."""
 
-    kind: Literal["none", "bernoulli", "gilbert"] = "none"
+    kind: LossKind = "none"
     p: float = Field(0.0, ge=0.0, le=1.0, description="Bernoulli drop probability")
     p_gb: float = Field(0.0, ge=0.0, le=1.0, description="gilbert: P(good->bad) per packet")
     p_bg: float = Field(0.0, ge=0.0, le=1.0, description="gilbert: P(bad->good) per packet")
@@ -97,6 +136,16 @@ class LinkDir(StrictModel):
         if self.queue_bytes is not None and self.queue_packets is not None:
             raise ValueError("give queue_bytes or queue_packets, not both")
         return self
+
+    @property
+    def rate_bps(self) -> float | None:
+        """The rate in bit/s (None = no limit), as the engines take it."""
+        return None if self.rate_mbps is None else self.rate_mbps * 1e6
+
+    @property
+    def delay_us(self) -> int:
+        """The one-way delay in whole microseconds, as the engines apply it."""
+        return ms_to_us(self.delay_ms)
 
 
 class Bottleneck(LinkDir):
@@ -186,35 +235,47 @@ class TopologySpec(StrictModel):
 _UNION_MISMATCH = {"list_type", "dict_type", "model_type", "model_attributes_type"}
 
 
-def _clean_loc(loc: tuple[Any, ...]) -> str:
-    """``a.b.0.c`` without pydantic's union-branch labels (``LinkDir``, ``list[...]``)."""
-    parts = [str(p) for p in loc]
-    keep = [
-        p for p in parts if "[" not in p and not p.startswith("function-") and not p[:1].isupper()
-    ]
-    return ".".join(keep)
+def _clean_loc(loc: tuple[Any, ...]) -> tuple[str | int, ...]:
+    """``loc`` without pydantic's union-branch labels (``LinkDir``, ``list[...]``)."""
+    return tuple(
+        p
+        for p in loc
+        if isinstance(p, int)
+        or ("[" not in p and not p.startswith("function-") and not p[:1].isupper())
+    )
 
 
-def format_validation_error(exc: ValidationError) -> str:
-    """``field.path: message`` for each problem, joined on one line.
+def validation_problems(exc: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
+    """``(field path, message)`` for each problem of a spec's ``ValidationError``.
 
-    When a value could take several shapes (one mapping or a list of them),
-    the "wrong shape" errors of the branches that do not apply are dropped if
-    a more specific error exists.
+    Paths are tuples of keys and list indices inside the spec (union-branch
+    labels dropped), so a caller can prefix them (``("topology", *loc)``) and
+    look them up in a YAML line map. When a value could take several shapes
+    (one mapping or a list of them), the "wrong shape" errors of the branches
+    that do not apply are dropped if a more specific error exists. Duplicates
+    (the same path and message from two branches) are given once.
     """
     errors = [(_clean_loc(e["loc"]), e) for e in exc.errors()]
     specific = [(loc, e) for loc, e in errors if e["type"] not in _UNION_MISMATCH]
     if specific:
         errors = specific
-    parts = []
+    out: list[tuple[tuple[str | int, ...], str]] = []
     for loc, err in errors:
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-        line = f"{loc or '(top level)'}: {msg}"
-        if line not in parts:
-            parts.append(line)
-    return "; ".join(parts)
+        if (loc, msg) not in out:
+            out.append((loc, msg))
+    return out
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """``field.path: message`` for each problem, joined on one line."""
+    parts = [
+        f"{'.'.join(str(p) for p in loc) or '(top level)'}: {msg}"
+        for loc, msg in validation_problems(exc)
+    ]
+    return "; ".join(dict.fromkeys(parts))
 
 
 def spec_from_dict(data: Any, where: str = "spec") -> TopologySpec:

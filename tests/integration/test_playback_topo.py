@@ -10,8 +10,9 @@ import dpkt
 import pytest
 
 from swell.generators.base import run_generator
-from swell.generators.playback import playback_for_topology
-from swell.generators.replay import replay_for_topology
+from swell.generators.playback import playback_between
+from swell.generators.replay import replay_between
+from swell.topologies.placement import placement_of
 from swell.topologies.spec import spec_from_dict
 from swell.topologies.topology import Topology
 
@@ -43,9 +44,11 @@ def bottleneck_packets(report: dict, direction: str) -> list[tuple[str, str, int
 def test_replay_and_upb_cross_the_dumbbell(tmp_path: Path) -> None:
     with Topology(spec_from_dict(SPEC), engine="native", capture_dir=tmp_path / "cap") as topo:
         hosts = {h.ip for h in topo.clients + topo.servers}
-        replay = run_generator(replay_for_topology(topo, TRACE, tmp_path / "replay",
-                                                   start_s=3.0, duration_s=2.0))
-        upb = playback_for_topology(topo, TRACE, tmp_path / "upb", start_s=9.0, duration_s=2.0)
+        pl = placement_of(topo)
+        replay = run_generator(replay_between(list(pl.bg_clients), list(pl.bg_servers), TRACE,
+                                              tmp_path / "replay", start_s=3.0, duration_s=2.0))
+        upb = playback_between(pl.bg_servers[0], pl.bg_clients[0], TRACE, tmp_path / "upb",
+                               start_s=9.0, duration_s=2.0)
         upb_res = run_generator(upb)
     counts = replay.summary["counts"]
     fwd, rev = bottleneck_packets(topo.report, "forward"), bottleneck_packets(topo.report,

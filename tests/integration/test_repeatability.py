@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from swell.analysis.bottleneck import load_bottleneck, rate_series
-from swell.generators.base import host_place as place_of
 from swell.generators.schedule import build_schedule, load_app_samples, write_schedule
 from swell.generators.swing import PlaceHosts, SwingConfig, SwingGenerator, load_records
+from swell.topologies.placement import host_place as place_of
 from swell.topologies.spec import spec_from_dict
 from swell.topologies.topology import Topology
 
@@ -35,8 +35,8 @@ RUN_S, SCALE, SEED = 16.0, 6.0, 11
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from swell.extract.cli import extract_model
     from swell.extract.model import save_model
+    from swell.extract.pipeline import extract_model
 
     out = tmp_path_factory.mktemp("model") / "example"
     save_model(extract_model(REPO / "data/pcap/example.pcap"), out)

@@ -51,10 +51,10 @@ from swell.analysis.bottleneck import (
     without_hosts,
 )
 from swell.generators.base import Generator
-from swell.generators.base import host_place as place_of
 from swell.generators.cbr import CbrConfig, CbrGenerator
 from swell.generators.schedule import Conn, Rre, Schedule, Session, write_schedule
 from swell.generators.swing import PlaceHosts, SwingConfig, SwingGenerator
+from swell.topologies.placement import host_place as place_of
 from swell.topologies.spec import spec_from_dict
 from swell.topologies.topology import Topology
 

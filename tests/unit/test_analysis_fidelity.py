@@ -149,7 +149,7 @@ def test_fidelity_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_fidelity_against_itself_with_ks(tmp_path: Path) -> None:
-    pytest.importorskip("swell.extract.cli")
+    pytest.importorskip("swell.extract.pipeline")
     assert main(["fidelity", str(EXAMPLE), str(EXAMPLE), "-o", str(tmp_path)]) == 0
     res = json.loads((tmp_path / "fidelity.json").read_text())
     if res["ks"] is None:

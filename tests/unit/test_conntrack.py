@@ -21,9 +21,9 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
-from swell.extract.cli import extract_model
 from swell.extract.connections import ConnectionBuilder, ConnTable
 from swell.extract.conntrack import NativeTracker, _columns
+from swell.extract.pipeline import extract_model
 from swell.extract.reader import COLUMNS, PacketChunk, open_trace
 
 REPO = Path(__file__).resolve().parents[2]

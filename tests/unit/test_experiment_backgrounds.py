@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from swell.experiments.backgrounds import apply_variant, calibrated_schedule, offered_mbps
-from swell.experiments.schema import VariantSpec
-from swell.extract.cli import extract_model
 from swell.extract.model import save_model
+from swell.extract.pipeline import extract_model
+from swell.generators.models import VariantSpec, apply_variant
 from swell.generators.schedule import load_app_samples
+from swell.generators.swing import calibrated_schedule, offered_mbps
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pcap"
 

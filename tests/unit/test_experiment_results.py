@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import TypeAdapter
 
 from swell.analysis.energy import energy_plot
 from swell.errors import SwellError
-from swell.experiments.backgrounds import topology_for
 from swell.experiments.report import make_report
 from swell.experiments.results import (
     assemble_results,
@@ -18,37 +18,62 @@ from swell.experiments.results import (
     group_runs,
     load_results,
 )
-from swell.experiments.schema import BackgroundSpec
+from swell.experiments.schema import BackgroundSpec, ExperimentTopology
+from swell.experiments.topology_plan import topology_for
+from swell.generators import registry
+from swell.placement import HostNeeds, PathFacts
+from swell.topologies.spec import LinkDir, spec_from_dict
 
-TOPO = {"network": "10.77.0.0/16", "bottleneck": {"rate_mbps": 20, "delay_ms": 10},
-        "clients": {"count": 40}, "servers": {"count": 10}}
+_BG: TypeAdapter = TypeAdapter(BackgroundSpec)
+
+TOPO = ExperimentTopology.model_validate(
+    {"network": "10.77.0.0/16", "bottleneck": {"rate_mbps": 20, "delay_ms": 10},
+     "clients": {"count": 40}, "servers": {"count": 10}})
+
+
+def _needs(bg: dict, model: str | None = None) -> HostNeeds:
+    kind = registry.make("background", _BG.validate_python(bg))
+    if model is not None:
+        kind.model = Path(model)  # as prepare() would set it
+    return kind.needs()
 
 
 def test_topology_for_each_background_kind():
-    swing = topology_for(TOPO, BackgroundSpec(kind="swing", model="m"), Path("/m"))
-    assert swing["clients"] == {"count": 40, "model": {"path": "/m", "side": "client"}}
+    swing = topology_for(TOPO, _needs({"kind": "swing", "model": "m"}, "/m"))
+    assert swing["clients"]["count"] == 40
+    assert swing["clients"]["model"] == {"path": "/m", "side": "client"}
+    assert "access" not in swing["clients"]
     assert swing["servers"]["model"]["side"] == "server"
-    cbr = topology_for(TOPO, BackgroundSpec(kind="cbr", rate_mbps=3), None)
-    assert cbr["clients"] == {"count": 1, "access": {}}
-    none = topology_for(TOPO, BackgroundSpec(kind="none"), None)
+    cbr = topology_for(TOPO, _needs({"kind": "cbr", "rate_mbps": 3}))
+    assert cbr["clients"]["count"] == 1 and cbr["clients"]["access"] == {}
+    none = topology_for(TOPO, _needs({"kind": "none"}))
     assert none["clients"] == {"count": 0} and none["servers"] == {"count": 0}
-    lossy = topology_for(TOPO, BackgroundSpec(kind="fixed_loss", loss=0.01), None)
+    lossy = topology_for(TOPO, _needs({"kind": "fixed_loss", "loss": 0.01}))
     assert lossy["bottleneck"]["loss"] == 0.01 and lossy["clients"] == {"count": 0}
-    assert TOPO["clients"] == {"count": 40}  # the input is not changed
-    explicit = {**TOPO, "clients": {"count": 2, "access": {"delay_ms": 3}}}
-    assert topology_for(explicit, BackgroundSpec(kind="swing", model="m"), Path("/m"))[
-        "clients"] == {"count": 2, "access": {"delay_ms": 3}}
+    assert TOPO.clients.count == 40  # the input is not changed
+    explicit = TOPO.model_copy(update={"clients": TOPO.clients.model_copy(
+        update={"count": 2, "access": LinkDir(delay_ms=3)})})
+    got = topology_for(explicit, _needs({"kind": "swing", "model": "m"}, "/m"))["clients"]
+    assert got["count"] == 2 and got["access"]["delay_ms"] == 3 and "model" not in got
+    default = ExperimentTopology.model_validate({"bottleneck": {"rate_mbps": 20}})
+    swing = topology_for(default, _needs({"kind": "swing", "model": "m"}, "/m"))
+    assert swing["clients"]["count"] == 50 and swing["servers"]["count"] == 10
+    # every result is a valid topology spec
+    for bg in ({"kind": "swing", "model": "m"}, {"kind": "cbr", "rate_mbps": 3},
+               {"kind": "none"}, {"kind": "fixed_loss", "loss": 0.01}):
+        spec_from_dict(topology_for(TOPO, _needs(bg, "/m")))
 
 
 def test_open_loop_rate_above_the_bottleneck_is_an_error():
-    from swell.experiments.backgrounds import check_rate
+    def check(bg: dict, fwd: float, rev: float | None = None) -> list[str]:
+        kind = registry.make("background", _BG.validate_python(bg))
+        return kind.check_path(PathFacts(forward_mbps=fwd, reverse_mbps=rev or fwd))
 
-    check_rate(BackgroundSpec(kind="cbr", rate_mbps=19), TOPO, None)
+    assert check({"kind": "cbr", "rate_mbps": 19}, 20) == []
     with pytest.raises(SwellError, match="at or above the bottleneck"):
-        check_rate(BackgroundSpec(kind="poisson", rate_mbps=25), TOPO, None)
-    rev = {**TOPO, "bottleneck": {"rate_mbps": 20, "reverse": {"rate_mbps": 5}}}
+        check({"kind": "poisson", "rate_mbps": 25}, 20)
     with pytest.raises(SwellError, match="5 Mbit/s"):
-        check_rate(BackgroundSpec(kind="cbr", rate_mbps=8), rev, None)
+        check({"kind": "cbr", "rate_mbps": 8}, 20, 5)
 
 
 def _run(label: str, kind: str, rep: int, rts: np.ndarray, rng: np.random.Generator) -> dict:
@@ -141,6 +166,7 @@ def test_every_experiment_file_validates():
             runs = expand_runs(load_experiment(f, full=full), str(f))
             assert runs, f
             for r in runs:
-                for p in (r.spec.background.trace, r.spec.background.model):
+                bg = r.spec.background
+                for p in (getattr(bg, "trace", None), getattr(bg, "model", None)):
                     if p:
                         assert (f.parent / p).exists(), (f, p)

@@ -9,9 +9,15 @@ import pytest
 from swell.errors import SwellError
 from swell.experiments.schema import derive_seed, expand_runs, load_experiment
 
+TOPO = "topology: {bottleneck: {rate_mbps: 10}}\n"
 
-def write(tmp: Path, name: str, text: str) -> Path:
+
+def write(tmp: Path, name: str, text: str, topo: bool = True) -> Path:
+    """An experiment file; a topology is appended (after the lines tests point at)
+    unless the file extends another or names its own."""
     p = tmp / name
+    if topo and "extends:" not in text and "topology" not in text:
+        text += TOPO
     p.write_text(text)
     return p
 
@@ -19,6 +25,33 @@ def write(tmp: Path, name: str, text: str) -> Path:
 def test_minimal_and_defaults(tmp_path):
     exp = load_experiment(write(tmp_path, "a.yaml", "name: a\n"))
     assert exp.name == "a" and exp.background.kind == "none" and exp.repetitions == 1
+    assert exp.foreground.kind == "httperf" and exp.topology_spec().bottleneck.rate_mbps == 10
+    with pytest.raises(SwellError, match="topology: Field required"):
+        load_experiment(write(tmp_path, "b.yaml", "name: b\n", topo=False))
+
+
+def test_misspelled_topology_key_names_line_and_field(tmp_path):
+    p = write(tmp_path, "a.yaml", "name: a\ntopology:\n  bottleneck:\n    capacity_mbps: 10\n")
+    with pytest.raises(SwellError) as ei:
+        load_experiment(p)
+    assert f"{p}:4" in str(ei.value) and "topology.bottleneck.capacity_mbps" in str(ei.value)
+    p = write(tmp_path, "b.yaml", "name: b\ntopology:\n  bottleneck: {rate_mbps: 10}\n"
+              "  clients: {count: 2, namespaces: 3}\n")
+    with pytest.raises(SwellError, match=r"b.yaml:4: topology.clients: .*namespaces"):
+        load_experiment(p)
+
+
+def test_a_topology_file_is_validated(tmp_path):
+    write(tmp_path, "t.yaml", "bottleneck: {rate_mbps: 10}\nservers: {cont: 3}\n", topo=False)
+    exp = load_experiment(write(tmp_path, "a.yaml", "name: a\ntopology: t.yaml\n"))
+    with pytest.raises(SwellError, match=r"t.yaml:2: servers.cont"):
+        exp.topology_spec()
+
+
+def test_a_kind_switch_in_a_child_file_replaces_the_options(tmp_path):
+    write(tmp_path, "base.yaml", "name: base\nforeground: {kind: httperf, object_bytes: 5}\n")
+    p = write(tmp_path, "c.yaml", "extends: base.yaml\nforeground: {kind: none}\n")
+    assert load_experiment(p).foreground.kind == "none"
 
 
 def test_unknown_key_names_line_and_field(tmp_path):
@@ -71,12 +104,13 @@ sweep:
   background:
     - {kind: none}
     - {kind: poisson, rate_mbps: 3}
-  topology.bottleneck.capacity_mbps: [10, 20]
+  topology.bottleneck.rate_mbps: [10, 20]
+topology: {bottleneck: {rate_mbps: 5}}
 """)
     exp = load_experiment(p)
     runs = expand_runs(exp)
     assert len(runs) == 2 * 2 * 2
-    assert {r.spec.topology["bottleneck"]["capacity_mbps"] for r in runs} == {10, 20}
+    assert {r.spec.topology_spec().bottleneck.rate_mbps for r in runs} == {10, 20}
     assert len({(r.key, r.repetition) for r in runs}) == 8
     assert [r.seed for r in runs] == [r.seed for r in expand_runs(load_experiment(p))]
     assert len({r.seed for r in runs}) == 8

@@ -22,9 +22,9 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import CookedLinux, Ether
 from scapy.utils import PcapNgWriter, wrpcap
 
-from swell.extract.cli import extract_model
 from swell.extract.connections import CAP_NBINS, ConnectionBuilder, ConnTable, build_connections
 from swell.extract.model import load_model, save_model
+from swell.extract.pipeline import extract_model
 from swell.extract.reader import open_trace
 from swell.extract.sessions import Thresholds
 

@@ -10,15 +10,22 @@ import numpy as np
 import pytest
 
 from swell.errors import SwellError
-from swell.generators.base import Local, Netns, Proc, counter_series, live_status, registry
+from swell.generators import registry
+from swell.generators.base import Local, Netns, Proc, counter_series, live_status
 from swell.generators.cbr import CbrConfig, parse_rate, timing_stats
 from swell.native import native_artifact
 
 
 def test_registry_is_explicit() -> None:
-    reg = registry()
-    assert {"swing", "cbr", "playback", "tcpreplay"} <= set(reg)
-    assert all(cls.name == name for name, cls in reg.items())
+    bg, fg = registry.kinds("background"), registry.kinds("foreground")
+    assert {"none", "swing", "cbr", "poisson", "upb", "tpb", "tcpreplay", "fixed_loss"} <= set(bg)
+    assert {"none", "httperf", "bulk"} <= set(fg)
+    for role, table in (("background", bg), ("foreground", fg)):
+        for name, cls in table.items():
+            assert cls.name == name and cls.role == role
+            assert cls.Spec.model_fields["kind"].default == name  # the tag is the name
+    with pytest.raises(SwellError, match="not a background kind"):
+        registry.kind_class("background", "httperf")
 
 
 def test_places() -> None:

@@ -1,14 +1,19 @@
 """Unit tests of the link engine's typed config and runner (no root needed).
 
-The dataclasses must reject bad values, survive a JSON round trip unchanged
-(that JSON is what ``swell-link`` reads), and the runner must turn an engine
-that fails to start into a one-line :class:`EnvironmentProblem`. The pipe
-logic itself is tested in Rust (``cargo test -p swell-link``).
+The dataclasses must reject values the engine's JSON cannot carry, survive a
+JSON round trip unchanged (that JSON is what ``swell-link`` reads), and the
+runner must turn an engine that fails to start into a one-line
+:class:`EnvironmentProblem`. The ranges of link parameters are the topology
+spec's (``tests/unit/test_topo_spec.py``); here we check that spec links reach
+pipes through ``pipe_from_link`` and that a pipe read back from JSON is held to
+the spec's rules. The pipe logic itself is tested in Rust
+(``cargo test -p swell-link``).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -23,7 +28,12 @@ from swell.topologies.linkemu import (
     PortSpec,
     Route,
     _merge_stats,
+    check_pipe,
+    link_from_pipe,
+    loss_model,
+    pipe_from_link,
 )
+from swell.topologies.spec import LinkDir, Loss
 
 
 def sample_config(tmp_path: Path) -> EngineConfig:
@@ -53,15 +63,14 @@ def test_json_round_trip(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("build", [
-    lambda: LossModel("pareto"),
-    lambda: LossModel("bernoulli", p=1.5),
-    lambda: LossModel("gilbert", p_gb=0.1, p_bg=0.0),
-    lambda: PipeSpec(rate_bps=0),
-    lambda: PipeSpec(rate_bps=-5.0),
+    lambda: LossModel("pareto"),  # the engine would read it as "no loss"
+    lambda: LossModel("bernoulli", p=float("nan")),
+    lambda: PipeSpec(rate_bps=float("inf")),
+    lambda: PipeSpec(rate_bps=True),
     lambda: PipeSpec(delay_us=-1),
     lambda: PipeSpec(delay_us=1.5),
-    lambda: PipeSpec(queue_bytes=1000, queue_packets=10),
-    lambda: PipeSpec(queue_packets=0),
+    lambda: PipeSpec(queue_packets=2.5),
+    lambda: PipeSpec(queue_bytes=-1),
     lambda: PortSpec("left", "netns-name-not-path", "pa"),
     lambda: PortSpec("left", "/var/run/netns/x", "an-interface-name-too-long"),
     lambda: PortSpec("left", "/var/run/netns/x", "pa", peer_mac="02:00"),
@@ -72,6 +81,53 @@ def test_json_round_trip(tmp_path: Path) -> None:
 def test_bad_values_are_rejected(build) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SwellError):
         build()
+
+
+def test_pipe_from_link_converts_units_only() -> None:
+    ge = Loss(kind="gilbert", p_gb=0.01, p_bg=0.3, loss_good=0.0, loss_bad=0.9)
+    link = LinkDir(rate_mbps=20, delay_ms=1.2345, queue_bytes=100_000, loss=ge)
+    pipe = pipe_from_link(link)
+    assert pipe == PipeSpec(rate_bps=20e6, delay_us=1234, queue_bytes=100_000,
+                            loss=LossModel("gilbert", p_gb=0.01, p_bg=0.3, loss_good=0.0,
+                                           loss_bad=0.9))
+    assert pipe.delay_us == link.delay_us and pipe.rate_bps == link.rate_bps
+    assert pipe_from_link(LinkDir()) == PipeSpec()  # defaults agree: no limit, no loss
+    assert loss_model(Loss.model_validate(0.01)) == LossModel("bernoulli", p=0.01)
+    back = link_from_pipe(pipe)
+    assert (back.rate_mbps, back.delay_ms, back.queue_bytes, back.loss) == (20, 1.234, 100_000, ge)
+
+
+# What a link may be is the spec's rule (its equivalents are in test_topo_spec.py);
+# these pipes are well-formed JSON, but no spec describes them.
+NOT_A_LINK = [
+    (PipeSpec(loss=LossModel("bernoulli", p=1.5)), "loss.p"),
+    (PipeSpec(loss=LossModel("gilbert", p_gb=0.1, p_bg=0.0)), "p_bg > 0"),
+    (PipeSpec(rate_bps=0), "rate_mbps"),
+    (PipeSpec(rate_bps=-5.0), "rate_mbps"),
+    (PipeSpec(queue_bytes=9000, queue_packets=10), "not both"),
+    (PipeSpec(queue_packets=0), "queue_packets"),
+]
+
+
+@pytest.mark.parametrize(("pipe", "message"), NOT_A_LINK)
+def test_pipes_are_held_to_the_spec(pipe: PipeSpec, message: str) -> None:
+    with pytest.raises(SwellError, match="my pipe: not a valid link") as err:
+        check_pipe(pipe, "my pipe")
+    assert message in err.value.message
+
+
+@pytest.mark.parametrize(("pipe", "message"), NOT_A_LINK)
+def test_json_read_back_is_held_to_the_spec(tmp_path: Path, pipe: PipeSpec,
+                                            message: str) -> None:
+    body = json.loads(json.dumps(sample_config(tmp_path).to_json()))
+    body["port_pipes"][0][2] = json.loads(json.dumps(asdict(pipe)))
+    with pytest.raises(SwellError, match="engine config port pipe left->right") as err:
+        EngineConfig.from_json(body)
+    assert message in err.value.message
+    body = json.loads(json.dumps(sample_config(tmp_path).to_json()))
+    body["hosts"][0]["up"] = json.loads(json.dumps(asdict(pipe)))
+    with pytest.raises(SwellError, match="engine config host 10.1.0.1 up"):
+        EngineConfig.from_json(body)
 
 
 def test_engine_config_cross_checks(tmp_path: Path) -> None:

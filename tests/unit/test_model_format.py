@@ -11,9 +11,10 @@ import pytest
 
 from swell.cli import main
 from swell.errors import SwellError
-from swell.extract.cli import extract_model, format_summary
+from swell.extract.cli import format_summary
 from swell.extract.model import FORMAT_VERSION, HASH_ALGORITHM, load_model, save_model
 from swell.extract.network import NET_PARAMS, SIDES
+from swell.extract.pipeline import extract_model
 from swell.extract.reader import open_trace
 from swell.extract.sessions import APP_PARAMS, Thresholds
 from tests.conftest import DATA

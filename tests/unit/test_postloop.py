@@ -1,6 +1,6 @@
 """The end of extraction (after the read loop): faster steps, the same results.
 
-``finish`` returns a :class:`~swell.extract.conntable.PendingTable` with the native
+``finish`` returns a :class:`~swell.extract.conntypes.PendingTable` with the native
 tracker (its pairs still being computed) and the model fit starts on the other
 columns meanwhile; host texts are formatted by numpy; RRE grouping sorts with one
 integer sort; the network estimates and the application summaries avoid sorts. Each
@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 
 from swell.extract import network
-from swell.extract.connections import UDP, ConnectionBuilder, ConnTable, GrowArrays, addr_text
-from swell.extract.conntable import PendingTable, client_dir, host_texts
+from swell.extract.connections import UDP, ConnectionBuilder, ConnTable, GrowArrays
+from swell.extract.conntable import client_dir, host_texts
+from swell.extract.conntypes import KNOWN_PORTS, PendingTable, addr_text
 from swell.extract.model import fit_model
 from swell.extract.reader import open_trace
 from swell.extract.sessions import (
-    KNOWN_PORTS,
     Thresholds,
     _app_index,
     _sort_order,

@@ -151,6 +151,16 @@ def test_model_errors(tmp_path):
         read_net_samples(tmp_path / "nothing", "client")
 
 
+def test_drawn_links_are_checked_by_the_spec(tmp_path):
+    path = tmp_path / "m"
+    path.mkdir()
+    np.savez(path / "arrays.npz", **{"net/client/delay_ms": np.array([5.0, 20_000.0])})
+    samples = read_net_samples(path, "client")
+    draw = ModelDraw(path=path, side="client")
+    with pytest.raises(SwellError, match=r"/m: drawn access link \d+: delay_ms: Input should be"):
+        draw_links(samples, draw, 50, seed=1)
+
+
 def test_group_links_explicit_and_model(tmp_path):
     write_model(tmp_path / "m")
     s = spec_from_dict({"bottleneck": {"rate_mbps": 1},

@@ -5,10 +5,17 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from pydantic import ValidationError
 
 from swell.errors import SwellError
 from swell.topologies.addressing import check_plan, plan_addresses, split_blocks, subnet_prefix_for
-from swell.topologies.spec import load_spec, spec_from_dict
+from swell.topologies.spec import (
+    LinkDir,
+    TopologySpec,
+    load_spec,
+    spec_from_dict,
+    validation_problems,
+)
 
 BASE = {"bottleneck": {"rate_mbps": 20, "delay_ms": 10, "queue_bytes": 100_000}}
 
@@ -32,6 +39,11 @@ def test_minimal_spec_defaults():
         ({"bottleneck": {"rate_mbps": 20, "dealy_ms": 1}}, "bottleneck.dealy_ms: unknown key"),
         ({**BASE, "clients": {"count": 2, "access": {"delay": 1}}}, "clients.access"),
         ({"bottleneck": {"rate_mbps": 0}}, "bottleneck.rate_mbps: Input should be greater than 0"),
+        ({"bottleneck": {"rate_mbps": -5}}, "bottleneck.rate_mbps: Input should be greater than 0"),
+        ({"bottleneck": {"rate_mbps": 1, "delay_ms": -1}}, "bottleneck.delay_ms"),
+        ({"bottleneck": {"rate_mbps": 1, "queue_packets": 0}}, "bottleneck.queue_packets"),
+        ({"bottleneck": {"rate_mbps": 1, "loss": {"kind": "pareto"}}}, "bottleneck.loss.kind"),
+        ({"bottleneck": {"rate_mbps": 1, "loss": {"kind": "none", "p": 0.1}}}, "takes no"),
         ({"bottleneck": {"delay_ms": 1}}, "bottleneck.rate_mbps: Field required"),
         ({"bottleneck": {"rate_mbps": 1, "queue_bytes": 9000, "queue_packets": 5}}, "not both"),
         ({**BASE, "network": "8.8.0.0/16"}, "not inside a private range"),
@@ -51,6 +63,34 @@ def test_bad_specs_name_the_field(data, message):
         spec_from_dict(data, "my.yaml")
     assert err.value.where == "my.yaml"
     assert message in err.value.message
+
+
+def test_strict_model_is_the_core_one():
+    from swell.topologies import spec as spec_module
+    from swell.typed import StrictModel
+
+    assert spec_module.StrictModel is StrictModel and issubclass(TopologySpec, StrictModel)
+    assert LinkDir.model_config["extra"] == "forbid" and LinkDir.model_config["frozen"]
+
+
+def test_engine_units():
+    link = LinkDir(rate_mbps=2.5, delay_ms=12.3456)
+    assert link.rate_bps == 2.5e6 and link.delay_us == 12346
+    assert LinkDir().rate_bps is None and LinkDir().delay_us == 0
+
+
+def test_model_validate_gives_field_paths_for_line_lookup():
+    """An experiment file validates its inline topology with TopologySpec.model_validate;
+    the locations must be plain key/index paths inside the spec."""
+    data = {"bottleneck": {"rate_mbps": 1},
+            "clients": {"count": 2, "access": [{"delay_ms": 1}, {"dealy_ms": 1}]},
+            "servers": {"count": 1, "access": {"loss": 1.5}}}
+    with pytest.raises(ValidationError) as err:
+        TopologySpec.model_validate(data)
+    assert validation_problems(err.value) == [
+        (("clients", "access", 1, "dealy_ms"), "unknown key"),
+        (("servers", "access", "loss", "p"), "Input should be less than or equal to 1"),
+    ]
 
 
 def test_loss_shorthand_and_gilbert():

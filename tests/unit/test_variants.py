@@ -9,8 +9,8 @@ import pytest
 
 from swell.errors import SwellError
 from swell.extract import variants
-from swell.extract.cli import extract_model
 from swell.extract.model import SwingModel, load_model, save_model
+from swell.extract.pipeline import extract_model
 from tests.conftest import DATA
 
 

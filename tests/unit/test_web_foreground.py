@@ -80,7 +80,8 @@ def test_foreground_result_keeps_what_httperf_counted(tmp_path: Path):
     from scapy.layers.inet import IP, TCP
     from scapy.utils import wrpcap
 
-    from swell.experiments.collect import foreground_result
+    from swell.generators.kind import Window
+    from swell.generators.web import foreground_result
 
     srv, cli, t0 = "10.0.0.2", "10.0.0.1", 1_700_000_000.0
     pkts = []
@@ -93,11 +94,9 @@ def test_foreground_result_keeps_what_httperf_counted(tmp_path: Path):
             pkts.append(p)
     pcap = tmp_path / "fg.pcap"
     wrpcap(str(pcap), sorted(pkts, key=lambda p: p.time))
-    timing = {"foreground_start": t0, "end": t0 + 1.0}
-    out = foreground_result(pcap, srv, 80, timing, None, object_bytes=2000)
+    out = foreground_result(pcap, srv, 80, Window(t0, t0 + 1.0, t0), None, object_bytes=2000)
     assert out is not None
     assert out["response_times_s"] == pytest.approx([0.2, 0.2], abs=1e-5)
     assert out["starts_s"] == pytest.approx([0.1, 0.4], abs=1e-5)
-    del timing["end"]
-    out = foreground_result(pcap, srv, 80, timing, None, object_bytes=2000)
+    out = foreground_result(pcap, srv, 80, Window(t0, t0 + 10.0, t0), None, object_bytes=2000)
     assert out is not None and len(out["response_times_s"]) == 3
