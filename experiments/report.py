@@ -31,6 +31,8 @@ from swell.analysis.energy import EnergyPlot, hurst_estimate
 from swell.analysis.metrics import SLOWDOWN_STATS, slowdown, summary
 from swell.experiments.results import baseline_for, baseline_label, group_runs, load_results
 from swell.fsutil import write_text
+from swell.generators import registry
+from swell.generators.kind import ReportPart
 
 DIRECTIONS = {"reverse": "server -> client (downloads)", "forward": "client -> server"}
 
@@ -170,6 +172,32 @@ def _findings(groups: dict) -> list[str]:
     return out
 
 
+def _kind_parts(groups: dict, out: Path) -> list[ReportPart]:
+    """Each traffic kind's own report part, for the configurations it ran in."""
+    parts = []
+    for role in ("background", "foreground"):
+        for name, cls in registry.kinds(role).items():
+            mine = {label: runs for label, runs in groups.items()
+                    if ((runs[0].get("spec") or {}).get(role) or {}).get("kind") == name}
+            if mine:
+                parts.append(cls.report(mine, out))
+    return parts
+
+
+def _problems(groups: dict) -> str:
+    """Every run's problems and warnings, visible at the top of the page."""
+    items = []
+    for label, runs in groups.items():
+        for r in runs:
+            for kind, texts in (("problem", r.get("problems") or []),
+                                ("warning", r.get("warnings") or [])):
+                items += [f"{label} rep {r.get('repetition', 0)}: {kind}: {t}" for t in texts]
+    if not items:
+        return ""
+    lis = "".join(f"<li>{html.escape(x)}</li>" for x in items)
+    return f"<div class='problems'><h2>Problems and warnings</h2><ul>{lis}</ul></div>"
+
+
 def _img(path: Path, caption: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     svg = path.with_suffix(".svg").name
@@ -180,7 +208,8 @@ def _img(path: Path, caption: str) -> str:
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 table{border-collapse:collapse;font-size:14px}td,th{border:1px solid #ccc;padding:4px 8px}
 th{background:#f3f3f3}figure{margin:1.5em 0}img{max-width:100%}figcaption{color:#555}
-.meta{color:#555;font-size:13px}"""
+.meta{color:#555;font-size:13px}
+.problems{background:#fff4e5;border:1px solid #e0a040;padding:0 1em;margin:1em 0}"""
 
 CAPTIONS = {
     "energy": "Energy plot (Abry-Veitch log-scale diagram) of the background at the "
@@ -227,6 +256,9 @@ def make_report(results: str | Path, out: str | Path | None = None) -> Path:
                                    title=f"Slowdown against {base or 'no background'}")
         figures += [(p, CAPTIONS["slowdown"]) for p in P.save(fig, out / "slowdown")
                     if p.suffix == ".png"]
+    parts = _kind_parts(groups, out)
+    for part in parts:
+        figures += part.figures
     exp = data.get("experiment", {})
     host = data.get("host", {})
     meta = (f"{len(data['runs'])} runs; duration {exp.get('duration_s')} s after a "
@@ -239,10 +271,10 @@ def make_report(results: str | Path, out: str | Path | None = None) -> Path:
             f"{html.escape(str(exp.get('name')))}</title><style>{CSS}</style></head><body>"
             f"<h1>{html.escape(str(exp.get('name')))}</h1>"
             f"<p>{html.escape(str(exp.get('description') or ''))}</p>"
-            f"<p class='meta'>{html.escape(meta)}</p>"
+            f"<p class='meta'>{html.escape(meta)}</p>{_problems(groups)}"
             f"<h2>What the numbers say</h2><ul>"
             f"{''.join(f'<li>{html.escape(x)}</li>' for x in _findings(groups))}</ul>"
-            f"<h2>Numbers</h2>{_table(groups, slow)}"
+            f"<h2>Numbers</h2>{_table(groups, slow)}{''.join(p.html for p in parts)}"
             f"<h2>Plots</h2>{''.join(_img(p, c) for p, c in figures)}</body></html>\n")
     dest = out / "index.html"
     write_text(dest, page)

@@ -98,6 +98,14 @@ class Window:
 
 
 @dataclass
+class ReportPart:
+    """What a kind adds to a study's report: figures (PNG paths, captions) and HTML."""
+
+    figures: list[tuple[Path, str]] = field(default_factory=list)
+    html: str = ""
+
+
+@dataclass
 class KindResult:
     """A kind's results: scalar/list metrics and named series (all JSON-ready)."""
 
@@ -162,6 +170,15 @@ class TrafficKind:
     def model_dir(self) -> Path | None:
         """The model it replays, if any (recorded in the run's results)."""
         return None
+
+    @classmethod
+    def report(cls, groups: dict[str, list[dict[str, Any]]], out: Path) -> ReportPart:
+        """Its own figures and tables for ``swell report``, from stored results alone.
+
+        ``groups``: configuration label -> its runs (``results.json`` entries) in which
+        this kind ran; figures are written into ``out``. Default: nothing to add.
+        """
+        return ReportPart()
 
 
 # --- helpers shared by kinds -------------------------------------------------------------------

@@ -137,6 +137,21 @@ def test_report_from_results_alone(tmp_path: Path):
     row = next(r for r in text.split("<tr>") if r.startswith("<td>Poisson"))
     cells = [c.split("</td>")[0] for c in row.split("<td>")[1:]]
     assert 1.2 < float(cells[6]) < 1.8
+    assert "Problems and warnings" not in text
+
+
+def test_report_shows_problems_and_warnings(tmp_path: Path):
+    study = _study(tmp_path)
+    run = next((study / "runs").glob("Poisson/rep0/run.json"))
+    entry = json.loads(run.read_text())
+    entry["problems"] = ["delivered 41% of the asked load"]
+    entry["warnings"] = ["the stream rate is above the bottleneck"]
+    run.write_text(json.dumps(entry))
+    assemble_results(study)
+    text = make_report(study).read_text()
+    assert "Problems and warnings" in text
+    assert "Poisson rep 0: problem: delivered 41% of the asked load" in text
+    assert "warning: the stream rate is above the bottleneck" in text
 
 
 def test_baseline_is_the_no_background_run_at_the_same_sweep_point():
