@@ -76,9 +76,10 @@ def direction_result(p: Packets | None, fg_ips: list[str], timing: dict[str, flo
 def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str, float],
                 background: KindResult, foreground: dict[str, Any] | None,
                 report: dict[str, Any], topo: dict[str, Any], model: Path | None,
-                prefix: str | None = None, warnings: list[str] | None = None
-                ) -> dict[str, Any]:
-    """The results entry of one run."""
+                prefix: str | None = None, warnings: list[str] | None = None,
+                asked_mbps: dict[str, float] | None = None) -> dict[str, Any]:
+    """The results entry of one run (``asked_mbps``: the background's asked load per
+    bottleneck direction, when its kind has one)."""
     from swell.topologies.addressing import plan_addresses
     from swell.topologies.spec import spec_from_dict
 
@@ -113,4 +114,5 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
         "captures": report.get("captures", []),
         "problems": report.get("problems", []) + background.problems,
         "warnings": warnings or [],
+        "asked_mbps": asked_mbps,
     }

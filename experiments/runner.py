@@ -144,8 +144,12 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     bg_result = bg.result(session.collect_background(exp.warmup_s), window)
     fg_result = None if exp.foreground.kind == "none" else \
         fg.result(session.collect_foreground(), window).to_json()
-    return collect_run(plan, rdir, engine_used, session.timing, bg_result, fg_result, report,
-                       topo_dict, bg.model_dir(), prefix=prefix, warnings=warnings)
+    result = collect_run(plan, rdir, engine_used, session.timing, bg_result, fg_result, report,
+                         topo_dict, bg.model_dir(), prefix=prefix, warnings=warnings,
+                         asked_mbps=bg.asked_mbps())
+    for problem in result.get("problems", []):
+        prog.note(f"problem: {problem}")
+    return result
 
 
 def run_experiment(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
