@@ -10,6 +10,9 @@ JSON: everything the report needs, so a report never reopens a capture.
   of the 1 ms byte series (Abry-Veitch, :mod:`swell.analysis.energy`) over the
   measurement window (after the warm-up);
 * all traffic at the bottleneck per direction (mean rate), for utilisation;
+* delivered versus asked per direction, connections cut or failed, saturated
+  pipes, and the problems when the background fell short
+  (:mod:`swell.experiments.delivery`);
 * the background and foreground kinds' own results
   (:class:`~swell.generators.kind.KindResult`), e.g. httperf's per-request
   response times from its client-side capture.
@@ -26,6 +29,7 @@ import numpy as np
 from swell.analysis.bottleneck import touches_hosts
 from swell.analysis.energy import energy_plot
 from swell.analysis.timeseries import Packets, bin_counts, load_packets
+from swell.experiments.delivery import delivery
 from swell.experiments.schema import RunPlan
 from swell.generators.kind import KindResult
 
@@ -91,6 +95,12 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
         path = rdir / "capture" / f"bottleneck-{d}.pcap"
         p = load_packets(path) if path.exists() and path.stat().st_size > 24 else None
         directions[d] = direction_result(p, fg_ips, timing)
+    path_mbps = {"forward": spec.bottleneck.forward_dir().rate_mbps,
+                 "reverse": spec.bottleneck.reverse_dir().rate_mbps}
+    active = timing.get("end", 0.0) - timing.get("background_start", 0.0)
+    load, load_problems = delivery(asked_mbps, background.metrics, directions,
+                                   report.get("engine_stats"), topo, path_mbps,
+                                   active if active > 0 else None)
     gen_summary = None
     if background.metrics:
         gen_summary = {"name": background.metrics.get("generator", background.kind),
@@ -112,7 +122,8 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
         "foreground": foreground,
         "generator": gen_summary,
         "captures": report.get("captures", []),
-        "problems": report.get("problems", []) + background.problems,
-        "warnings": warnings or [],
+        "problems": report.get("problems", []) + background.problems + load_problems,
+        "warnings": (warnings or []) + list(background.metrics.get("warnings", [])),
         "asked_mbps": asked_mbps,
+        "load": load,
     }

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ import numpy as np
 
 from swell.errors import SwellError
 from swell.fsutil import atomic_path
+from swell.generators import hostmap
+from swell.generators.arrivals import ArrivalProcess, choose
 
 FORMAT = "swell-schedule"
 VERSION = 1
@@ -222,25 +224,6 @@ class AppSamples:
             raise SwellError(self.name, "no sessions in the model")
 
 
-def _arrivals(app: AppSamples, duration: float, scale: float,
-              rng: np.random.Generator) -> np.ndarray:
-    """Session starts in [0, duration): the trace's rate over time (1 s bins,
-    repeated cyclically when the run is longer), times ``scale``, as an
-    inhomogeneous Poisson process."""
-    span = max(app.trace_duration_s, 1e-9)
-    nbins = max(1, int(np.ceil(span)))
-    counts = np.bincount(np.clip(app.session_starts.astype(int), 0, nbins - 1), minlength=nbins)
-    width = span / nbins
-    out = []
-    t0 = 0.0
-    while t0 < duration:
-        n = rng.poisson(counts * scale)
-        starts = np.repeat(np.arange(nbins) * width, n) + rng.uniform(0, width, n.sum())
-        out.append(t0 + starts[t0 + starts < duration])
-        t0 += span
-    return np.sort(np.concatenate(out)) if out else np.zeros(0)
-
-
 def _draw(rng: np.random.Generator, samples: np.ndarray, n: int, default: float = 0.0
           ) -> np.ndarray:
     samples = np.asarray(samples, dtype=float)
@@ -264,16 +247,18 @@ def _draw_conn(app: AppSamples, server: str, offset: float, rng: np.random.Gener
     return Conn(server, app.proto, app.name, round(offset, 9), pairs)
 
 
-def _draw_session(app: AppSamples, t: float, client: str, servers: list[str],
+def _draw_session(app: AppSamples, t: float, client: str, n_servers: int,
                   rng: np.random.Generator, meta: dict[str, int]) -> Session:
+    """One session; each connection's server is ``OBS:PORT``, OBS the observed server
+    (the model's ``rreServer`` sample: its popularity), mapped onto hosts later."""
     rres = []
     for i in range(max(1, int(_draw(rng, app.num_rre, 1)[0]))):
         gap = 0.0 if i == 0 else max(0.0, float(_draw(rng, app.inter_rre, 1)[0]))
-        if app.rre_server.size:  # the trace's server popularity, folded onto the servers
-            pick = int(_draw(rng, app.rre_server, 1)[0]) % len(servers)
+        if app.rre_server.size:
+            pick = int(_draw(rng, app.rre_server, 1)[0])
         else:
-            pick = int(rng.integers(len(servers)))
-        server = f"{servers[pick]}:{app.port}"
+            pick = int(rng.integers(n_servers))
+        server = f"{pick}:{app.port}"
         nconn = max(1, int(_draw(rng, app.num_conn, 1)[0]))
         gaps = np.clip(_draw(rng, app.inter_conn, nconn), 0, None)
         offsets = np.concatenate([[0.0], np.cumsum(gaps[1:])])
@@ -302,15 +287,111 @@ def _unusable(apps: list[AppSamples]) -> dict[str, str]:
     return skipped
 
 
+def _session_bytes(s: Session) -> tuple[int, int]:
+    """(request, response) payload bytes of a session."""
+    req = rsp = 0
+    for rre in s.rres:
+        for c in rre.conns:
+            req += c.req_bytes
+            rsp += c.rsp_bytes
+    return req, rsp
+
+
+def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: float,
+                   scale: float, target_mbps: float | None, n_servers: int,
+                   rng: np.random.Generator, counts: dict[str, int]) -> list[Session]:
+    """Sessions (unmapped: no client, ``OBS:PORT`` servers) with their start times.
+
+    Without a target, each application draws a Poisson count with the process's
+    mean. With one, the count is chosen by construction: sessions are drawn
+    (application by its share of the expected sessions) until their bytes, both
+    directions, are closest to ``target_mbps`` over the run; the process then
+    places them. Contents never depend on the times, so either way the sessions
+    are i.i.d. draws of the model.
+    """
+    expected = np.array([process.expected(a, duration_s, scale) for a in apps])
+    per_app: list[list[Session]] = [[] for _ in apps]
+    if target_mbps is None:
+        for k, app in enumerate(apps):
+            per_app[k] = [_draw_session(app, 0.0, "", n_servers, rng, counts)
+                          for _ in range(int(rng.poisson(expected[k])))]
+    elif expected.sum() > 0:
+        budget = target_mbps * 1e6 / 8 * duration_s
+        total = 0.0
+        weights = expected / expected.sum()
+        while total < budget:
+            k = int(rng.choice(len(apps), p=weights))
+            sess = _draw_session(apps[k], 0.0, "", n_servers, rng, counts)
+            size = sum(_session_bytes(sess))
+            if total + size - budget > budget - total and total > 0:
+                break  # this one would overshoot more than stopping short
+            per_app[k].append(sess)
+            total += size
+    drawn = []
+    for app, sessions in zip(apps, per_app, strict=True):
+        times = process.place(app, len(sessions), duration_s, rng)
+        drawn += [Session(0, round(float(t), 9), "", s.rres)
+                  for t, s in zip(times, sessions, strict=True)]
+    drawn.sort(key=lambda s: s.t)
+    return drawn
+
+
+def _map_hosts(drawn: list[Session], clients: list[str], servers: list[str],
+               client_rates: list[float | None] | None, server_rates: list[float | None] | None,
+               duration_s: float, rng: np.random.Generator
+               ) -> tuple[list[Session], dict[str, Any]]:
+    """Clients and servers of the sessions on emulated hosts (:mod:`.hostmap`)."""
+    obs_up: dict[int, float] = {}
+    obs_down: dict[int, float] = {}
+    for s in drawn:
+        for rre in s.rres:
+            obs = int(rre.conns[0].server.split(":")[0])
+            obs_up[obs] = obs_up.get(obs, 0.0) + sum(c.rsp_bytes for c in rre.conns)
+            obs_down[obs] = obs_down.get(obs, 0.0) + sum(c.req_bytes for c in rre.conns)
+    to_mbps = 8 / duration_s / 1e6
+    loads = {v: max(obs_up[v], obs_down[v]) * to_mbps for v in obs_up}
+    s_use = hostmap.Usage(servers, hostmap.capacities(server_rates or [], len(servers)))
+    c_use = hostmap.Usage(clients, hostmap.capacities(client_rates or [], len(clients)))
+    pools = hostmap.server_pools(loads, s_use.caps_mbps, rng)
+    pick_server = hostmap.LeastLoaded(s_use)
+    pick_client = hostmap.ClientPicker(c_use, rng)
+    out = []
+    for i, s in enumerate(drawn):
+        req, rsp = _session_bytes(s)
+        client = clients[pick_client.pick(req, rsp)]
+        rres = []
+        for rre in s.rres:
+            obs, port = rre.conns[0].server.split(":")
+            up = sum(c.rsp_bytes for c in rre.conns)
+            down = sum(c.req_bytes for c in rre.conns)
+            host = servers[pick_server.pick(pools[int(obs)], up, down)]
+            rres.append(Rre(rre.gap, tuple(replace(c, server=f"{host}:{port}")
+                                           for c in rre.conns)))
+        out.append(Session(i, s.t, client, tuple(rres)))
+    total_up = sum(obs_up.values()) * to_mbps
+    info = {"observed_servers": len(loads),
+            "servers": s_use.summary(duration_s), "clients": c_use.summary(duration_s),
+            "servers_needed": hostmap.hosts_needed(total_up, s_use.caps_mbps),
+            "clients_needed": hostmap.hosts_needed(total_up, c_use.caps_mbps)}
+    return out, info
+
+
 def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str],
                    duration_s: float, seed: int, scale: float = 1.0,
-                   meta: dict[str, Any] | None = None) -> Schedule:
+                   meta: dict[str, Any] | None = None, *, arrivals: str = "auto",
+                   target_mbps: float | None = None,
+                   client_rates: list[float | None] | None = None,
+                   server_rates: list[float | None] | None = None) -> Schedule:
     """Draw a schedule: each app's sessions over ``duration_s`` at ``scale`` x its trace rate.
 
-    Clients are picked uniformly per session; an RRE's server is the model's
-    ``rreServer`` sample (a trace server index) modulo the number of server
-    addresses, or uniform when the model has none. One generator seeded by
-    ``seed`` draws everything, app by app in the given order.
+    Session starts come from the arrival process ``arrivals``
+    (:mod:`swell.generators.arrivals`); with ``target_mbps`` (payload, both
+    directions) the session count is chosen so the schedule offers that load.
+    Sessions are mapped onto the emulated hosts by :mod:`swell.generators.hostmap`
+    (``*_rates``: each host's access link rate in Mbit/s, None for unlimited):
+    the observed servers' popularity kept, no host asked for more than its link
+    carries while there are hosts enough (``meta["hosts"]`` says how it went).
+    One generator seeded by ``seed`` draws everything.
     """
     if not apps:
         raise SwellError("model", "no applications to generate")
@@ -318,19 +399,22 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
         raise SwellError("schedule", "need at least one client and one server address")
     rng = np.random.default_rng(seed)
     counts: dict[str, int] = {"raised_requests": 0}
-    drawn: list[Session] = []
     skipped = _unusable(apps)
-    for app in apps:
-        if app.name in skipped:
-            continue
-        for t in _arrivals(app, duration_s, scale, rng):
-            client = clients[int(rng.integers(len(clients)))]
-            drawn.append(_draw_session(app, float(t), client, servers, rng, counts))
-    drawn.sort(key=lambda s: s.t)
-    sessions = [Session(i, s.t, s.client, s.rres) for i, s in enumerate(drawn)]
-    if not sessions:
+    usable = [a for a in apps if a.name not in skipped]
+    process = choose(arrivals, duration_s, max(a.trace_duration_s for a in usable))
+    drawn = _draw_sessions(usable, process, duration_s, scale, target_mbps, len(servers),
+                           rng, counts)
+    if not drawn:
         raise SwellError("model", f"zero sessions drawn in {duration_s} s at scale {scale}")
-    info = {"scale": scale, "apps": [a.name for a in apps if a.name not in skipped], **counts,
+    sessions, hosts = _map_hosts(drawn, clients, servers, client_rates, server_rates,
+                                 duration_s, rng)
+    req = sum(_session_bytes(s)[0] for s in sessions)
+    rsp = sum(_session_bytes(s)[1] for s in sessions)
+    info = {"scale": scale, "apps": [a.name for a in usable], **counts,
+            "arrivals": process.name, "target_mbps": target_mbps,
+            "offered_mbps": {"forward": 8 * req / duration_s / 1e6,
+                             "reverse": 8 * rsp / duration_s / 1e6},
+            "hosts": hosts,
             **({"skipped_apps": skipped} if skipped else {}), **(meta or {})}
     return Schedule(seed, duration_s, sessions, info)
 

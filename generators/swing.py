@@ -26,7 +26,8 @@ schedule.
 
 from __future__ import annotations
 
-import json
+import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +35,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from swell.errors import SwellError
+from swell.generators import hostmap
 from swell.generators.base import (
     Generator,
     GenResult,
@@ -43,11 +45,20 @@ from swell.generators.base import (
     counter_series,
     parse_json_lines,
 )
-from swell.generators.kind import KindSpec, PrepareContext, RunContext, TrafficKind
+from swell.generators.kind import (
+    KindResult,
+    KindSpec,
+    PrepareContext,
+    RunContext,
+    TrafficKind,
+    Window,
+)
 from swell.generators.models import VariantSpec, apply_variant, base_model
 from swell.generators.schedule import Schedule, Session, read_schedule, write_schedule
+from swell.generators.swing_accounting import load_records as load_records  # re-exported
+from swell.generators.swing_accounting import run_accounting
 from swell.native import native_artifact
-from swell.placement import Endpoint, GroupNeed, HostNeeds, by_group
+from swell.placement import Endpoint, GroupNeed, HostNeeds, Placement, by_group
 
 
 @dataclass
@@ -76,6 +87,49 @@ class SwingConfig:
     interval_ms: int = 1000
     duration_s: float | None = None  # hard stop; default: until every session ends
     udp_timeout_ms: int = 2000
+    probe: ProbePaths = field(default_factory=lambda: ProbePaths({}, 0.0, 0.0))
+
+
+PROBE_WORKERS = 16  # probes in flight at once (a long path takes seconds per probe)
+SYN_RTO_S = 1.0  # Linux's initial SYN retransmission timeout
+
+
+@dataclass
+class ProbePaths:
+    """What a readiness probe needs of the emulated paths: each host's access link
+    (one-way delay, mean loss) and the shared path's round trip and loss."""
+
+    links: dict[str, tuple[float, float]]  # address -> (one-way delay s, loss)
+    path_rtt_s: float
+    path_loss: float
+
+    def rank(self, addr: str) -> tuple[float, float]:
+        delay, loss = self.links.get(addr, (0.0, 0.0))
+        return loss, delay
+
+    def timing(self, src: str, dst: str, floor_s: float) -> tuple[float, float]:
+        """(one attempt's timeout, the whole probe's) for a probe from ``src`` to ``dst``.
+
+        An attempt waits for the handshake and one request/response: two round trips,
+        plus the SYN's first retransmission; the whole probe lasts long enough for
+        attempts to fail at the path's loss rate with odds under one in a thousand
+        (a packet of each of four crossings lost), and never less than ``floor_s``.
+        """
+        (d1, l1), (d2, l2) = self.links.get(src, (0.0, 0.0)), self.links.get(dst, (0.0, 0.0))
+        rtt = 2 * (d1 + d2) + self.path_rtt_s
+        attempt = max(0.5, 2 * rtt + SYN_RTO_S)
+        ok = ((1 - l1) * (1 - l2) * (1 - self.path_loss)) ** 4
+        fail = min(max(1 - ok, 1e-6), 0.95)
+        tries = math.ceil(math.log(1e-3) / math.log(fail))
+        return attempt, max(floor_s, tries * attempt)
+
+
+def probe_paths(pl: Placement) -> ProbePaths:
+    links = {e.ip: (e.link.delay_ms / 1e3, e.link.loss) if e.link else (0.0, 0.0)
+             for e in (*pl.bg_clients, *pl.bg_servers)}
+    p = pl.path
+    return ProbePaths(links, (p.forward_delay_ms + p.reverse_delay_ms) / 1e3,
+                      1 - (1 - p.forward_loss) * (1 - p.reverse_loss))
 
 
 def _ip(addr_port: str) -> str:
@@ -139,23 +193,36 @@ class SwingGenerator(Generator):
     def wait_ready(self, timeout: float = 10.0) -> None:
         for server in self.servers:
             server.wait_line(lambda ln: ln == "READY", timeout)
-        exe = str(native_artifact("swell-gen"))
+        probes = []
         for i, (place, sessions) in enumerate(self.client_plan):
-            # up to three client addresses: a model can give one host a slow, lossy
-            # access link (10 kbit/s, 20% loss) that may miss a probe; a server is
-            # ready when any of them reaches it
-            srcs = list(dict.fromkeys(s.client for s in sessions))[:3]
+            # up to three client addresses, the best paths first: a model can give a
+            # host a slow, lossy access link that may miss a probe; a server is ready
+            # when any of them reaches it
+            srcs = sorted(dict.fromkeys(s.client for s in sessions),
+                          key=lambda a: self.cfg.probe.rank(a))[:3]
             # every server from the first client place, one from each of the others
             for addr in self.sched.servers() if i == 0 else self.sched.servers()[:1]:
-                errors = []
-                for src in srcs:
-                    res = place.run([exe, "probe", "--addr", addr, "--src", src,
-                                     "--timeout", str(timeout)], timeout=timeout + 5)
-                    if res.returncode == 0:
-                        break
-                    errors.append(f"from {src}: {res.stderr.strip()}")
-                else:
-                    raise SwellError(addr, "server not reachable " + "; ".join(errors))
+                probes.append((place, addr, srcs))
+        with ThreadPoolExecutor(max_workers=PROBE_WORKERS) as pool:
+            errors = list(pool.map(lambda p: self._probe(*p, timeout), probes))
+        for (_, addr, _), error in zip(probes, errors, strict=True):
+            if error:
+                raise SwellError(addr, "server not reachable " + error)
+
+    def _probe(self, place: Place, addr: str, srcs: list[str], timeout: float) -> str:
+        """Probe one server from the sources in turn: "" when one reached it, else why not."""
+        exe = str(native_artifact("swell-gen"))
+        errors = []
+        for src in srcs:
+            attempt, total = self.cfg.probe.timing(src, _ip(addr), timeout)
+            res = place.run([exe, "probe", "--addr", addr, "--src", src,
+                             "--timeout", f"{total:.3f}", "--attempt-ms",
+                             str(int(attempt * 1000))], timeout=total + 10)
+            if res.returncode == 0:
+                return ""
+            errors.append(f"from {src} (probe attempts of {attempt:.1f} s for "
+                          f"{total:.0f} s): {res.stderr.strip()}")
+        return "; ".join(errors)
 
     def start_client(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -216,14 +283,6 @@ class SwingGenerator(Generator):
                          {"records": self.records_path, "schedule": Path(self.cfg.schedule)})
 
 
-def load_records(path: str | Path) -> list[dict[str, Any]]:
-    """Per-connection records written by ``swell-gen run``."""
-    try:
-        return [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SwellError(path, f"cannot read records: {exc}") from None
-
-
 def verify_records(sched: Schedule, records: list[dict[str, Any]]) -> list[str]:
     """Differences between what ran and the schedule (empty when they match exactly)."""
     want = {(s, r, c): conn for s, r, c, conn in sched.conns()}
@@ -260,6 +319,9 @@ class SwingSpec(KindSpec):
     model: str | None = Field(None, description="Swing model directory")
     trace: str | None = Field(None, description="packet trace to extract the model from")
     variant: VariantSpec | None = None
+    arrivals: str = Field("auto", description="session arrival process: auto (the trace's "
+                          "profile once when the run fits in the trace, else stationary), "
+                          "stationary, trace, or a registered one")
 
     @model_validator(mode="after")
     def _needs_input(self) -> SwingSpec:
@@ -287,40 +349,80 @@ def offered_mbps(sched: Schedule, start_s: float = 0.0, end_s: float | None = No
     return 8.0 * total / max(end - start_s, 1e-9) / 1e6
 
 
-def calibrated_schedule(apps: list[Any], clients: list[str], servers: list[str],
-                        duration_s: float, seed: int, scale: float, target_mbps: float | None,
-                        tolerance: float = 0.10, tries: int = 50, window_start_s: float = 0.0
-                        ) -> Schedule:
-    """A schedule whose offered load is close to the target (rejection sampling on the seed).
+def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
+                   servers: list[Endpoint] | list[str], duration_s: float, seed: int,
+                   scale: float, target_mbps: float | None, arrivals: str = "auto",
+                   window_start_s: float = 0.0) -> Schedule:
+    """The schedule of one run: drawn once from ``seed``, never chosen among seeds.
 
-    Swing's per-session sizes are heavy-tailed, so a short run's offered load can be far
-    from the model's mean. When the experiment asks for a target rate, schedules are drawn
-    with candidate seeds derived from (seed, k) and the first one within ``tolerance`` of
-    the target is used (else the closest of ``tries``): deterministic for a seed, and
-    recorded in the schedule's metadata. The load is measured over the measurement window
-    (connections scheduled to start after ``window_start_s``). Without a target the first
-    draw is used as it is.
+    A target (payload, both directions) is met by construction: the session count is
+    chosen so the drawn sessions carry it (:func:`build_schedule`); what a heavy-tailed
+    model still varies (the split between directions, the bytes inside the window) is
+    left as drawn, and studies report its spread over seeds. Endpoints bring their
+    access link rates, so the sessions are mapped onto hosts their links can carry.
+    """
+    from swell.generators.schedule import build_schedule
+
+    def split(hosts: list[Endpoint] | list[str]) -> tuple[list[str], list[float | None]]:
+        addrs = [h if isinstance(h, str) else h.ip for h in hosts]
+        rates = [None if isinstance(h, str) or h.link is None else h.link.rate_mbps
+                 for h in hosts]
+        return addrs, rates
+
+    c_addrs, c_rates = split(clients)
+    s_addrs, s_rates = split(servers)
+    sched = build_schedule(apps, c_addrs, s_addrs, duration_s, seed, scale=scale,
+                           arrivals=arrivals, target_mbps=target_mbps,
+                           client_rates=c_rates, server_rates=s_rates)
+    sched.meta["window_start_s"] = window_start_s
+    sched.meta["offered_window_mbps"] = offered_mbps(sched, window_start_s)
+    return sched
+
+
+def host_warnings(sched: Schedule) -> list[str]:
+    """What the host mapping could not do, in words (empty: every host within its link)."""
+    out = []
+    hosts = sched.meta.get("hosts", {})
+    for side in ("servers", "clients"):
+        info = hosts.get(side, {})
+        need = hosts.get(f"{side}_needed", 0)
+        if info.get("overloaded"):
+            worst = ", ".join(f"{w['host']} ({max(w['asked_up_mbps'], w['asked_down_mbps']):.1f}"
+                              f" of {w['link_mbps']:.1f} Mbit/s)" for w in info["worst"][:3])
+            out.append(f"{info['overloaded']} of {info['hosts']} background {side} are asked "
+                       f"for more than {hostmap.OVERLOAD:.0%} of their access link over the "
+                       f"run ({worst}); the load needs about {need} {side}: give the "
+                       f"topology more {side} (or a smaller load)")
+    return out
+
+
+POOL_MAX = 1024  # hosts per side a Swing background asks for at most by default
+
+
+def pool_sizes(model: Path) -> dict[str, int]:
+    """Emulated hosts per side for a model's load (see docs/scale.md).
+
+    The observed hosts times the model's rate scale (more users on the link visit
+    more servers), at least what the load needs at the planned utilisation of the
+    model's median access link, at least the old defaults, at most ``POOL_MAX``.
     """
     import numpy as np
 
-    from swell.generators.schedule import build_schedule
+    from swell.extract.model import load_model
 
-    best, best_err = None, float("inf")
-    for k in range(tries if target_mbps else 1):
-        cand = seed if k == 0 else int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
-        sched = build_schedule(apps, clients, servers, duration_s, cand, scale=scale)
-        if not target_mbps:
-            return sched
-        err = abs(offered_mbps(sched, window_start_s) / target_mbps - 1.0)
-        if err < best_err:
-            best, best_err = sched, err
-        if err <= tolerance:
-            break
-    assert best is not None
-    best.meta.update({"target_mbps": target_mbps,
-                      "offered_mbps": offered_mbps(best, window_start_s),
-                      "calibration_seed": best.seed, "calibration_base_seed": seed})
-    return best
+    m = load_model(model)
+    scale = float(m.meta.get("rate_scale", 1.0))
+    asked = m.mean_rate_bps() / 1e6
+    out = {}
+    for side, default in (("client", DEFAULT_CLIENTS), ("server", DEFAULT_SERVERS)):
+        hosts = m.arrays.get(f"net/{side}/hosts")
+        observed = int(hosts.size) if hosts is not None else max(
+            (int(a.get(f"{side}s", 1)) for a in m.meta["apps"].values()), default=1)
+        caps = m.arrays.get(f"net/{side}/capacity_bps")
+        caps = caps[np.isfinite(caps) & (caps > 0)] / 1e6 if caps is not None else None
+        by_load = hostmap.hosts_needed(asked, caps) if caps is not None and caps.size else 1
+        out[side] = int(min(POOL_MAX, max(default, int(np.ceil(observed * scale)), by_load)))
+    return out
 
 
 class SwingKind(TrafficKind):
@@ -335,6 +437,8 @@ class SwingKind(TrafficKind):
     def __init__(self, spec: KindSpec) -> None:
         super().__init__(spec)
         self.model: Path | None = None
+        self.warnings: list[str] = []
+        self.sched: Schedule | None = None
 
     @property
     def s(self) -> SwingSpec:
@@ -347,15 +451,33 @@ class SwingKind(TrafficKind):
         self.model = apply_variant(base, self.s.variant, ctx.cache_dir)
 
     def needs(self) -> HostNeeds:
-        return HostNeeds(clients=GroupNeed(default_count=DEFAULT_CLIENTS, model=self.model,
+        # a model that is not there (yet) is refused when the topology draws its links
+        have = self.model is not None and (self.model / "model.json").is_file()
+        sizes = pool_sizes(self.model) if have and self.model else {
+            "client": DEFAULT_CLIENTS, "server": DEFAULT_SERVERS}
+        return HostNeeds(clients=GroupNeed(default_count=sizes["client"], model=self.model,
                                            side="client"),
-                         servers=GroupNeed(default_count=DEFAULT_SERVERS, model=self.model,
+                         servers=GroupNeed(default_count=sizes["server"], model=self.model,
                                            side="server"))
 
     def model_dir(self) -> Path | None:
         return self.model
 
+    def asked_mbps(self) -> dict[str, float] | None:
+        """The model's mean payload rate per direction (variants applied)."""
+        from swell.extract.model import load_model
+
+        if self.model is None:
+            return None
+        m = load_model(self.model)
+        k = 8.0 * float(m.meta.get("rate_scale", 1.0)) / max(m.duration_s, 1e-9) / 1e6
+        apps = m.meta["apps"].values()
+        return {"forward": k * sum(a["bytes_c2s"] for a in apps),
+                "reverse": k * sum(a["bytes_s2c"] for a in apps)}
+
     def build(self, ctx: RunContext) -> Generator:
+        import sys
+
         from swell.generators.schedule import load_app_samples
 
         if self.model is None:
@@ -364,10 +486,16 @@ class SwingKind(TrafficKind):
         if not pl.bg_clients or not pl.bg_servers:
             raise SwellError("swing", "needs background clients and servers in the topology")
         apps, scale = load_app_samples(self.model)
-        target = self.s.variant.target_mbps if self.s.variant is not None else None
-        sched = calibrated_schedule(apps, [e.ip for e in pl.bg_clients],
-                                    [e.ip for e in pl.bg_servers], ctx.duration_s, ctx.seed,
-                                    scale, target, window_start_s=ctx.warmup_s)
+        asked = self.asked_mbps() or {}
+        target = sum(asked.values()) if self.s.variant is not None and \
+            self.s.variant.target_mbps is not None else None
+        sched = swing_schedule(apps, list(pl.bg_clients), list(pl.bg_servers), ctx.duration_s,
+                               ctx.seed, scale, target, self.s.arrivals,
+                               window_start_s=ctx.warmup_s)
+        self.sched = sched
+        self.warnings = host_warnings(sched)
+        for w in self.warnings:  # before any traffic: the run may fall short
+            print(f"\nwarning: {w}", file=sys.stderr, flush=True)
         path = write_schedule(ctx.out_dir / "schedule.jsonl", sched)
         # One swell-gen per place: emulated hosts are multiplexed onto a few namespaces,
         # and a socket can only bind an address of its own namespace.
@@ -376,5 +504,13 @@ class SwingKind(TrafficKind):
             server=pl.bg_servers[0].place, client=pl.bg_clients[0].place,
             server_groups=place_hosts(list(pl.bg_servers)),
             client_groups=place_hosts(list(pl.bg_clients)),
-            duration_s=ctx.duration_s,
+            duration_s=ctx.duration_s, probe=probe_paths(pl),
         ))
+
+    def result(self, gen: GenResult | None, window: Window) -> KindResult:
+        res = super().result(gen, window)
+        if gen is None or self.sched is None:
+            return res
+        res.metrics.update(run_accounting(self.sched, gen, window))
+        res.metrics["warnings"] = list(self.warnings)
+        return res

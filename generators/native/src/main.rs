@@ -5,7 +5,7 @@
 //!   swell-gen send --dst ADDR:PORT [--src ADDR] --proto udp|tcp --pps N --size B
 //!                  --dist const|exp --duration S [--seed N] [--spin-us 1000] [--rt]
 //!   swell-gen recv --listen ADDR:PORT --proto udp|tcp --size B --log FILE [--idle S]
-//!   swell-gen probe --addr ADDR:PORT [--src ADDR] [--timeout S] [--connect-only]
+//!   swell-gen probe --addr ADDR:PORT [--src ADDR] [--timeout S] [--attempt-ms 500] [--connect-only]
 //!
 //! Errors print one line `swell-gen: ...` on stderr and exit 2. SIGTERM and
 //! SIGINT stop every role cleanly (records and logs are flushed).

@@ -259,7 +259,7 @@ pub fn recv(args: &Args) -> Result<(), String> {
 /// Exchange one 8-byte request/response with a swell-gen server (or only
 /// connect, for other servers), retrying until `--timeout` seconds pass.
 pub fn probe(args: &Args) -> Result<(), String> {
-    args.check_known(&["addr", "src", "timeout", "connect-only"])?;
+    args.check_known(&["addr", "src", "timeout", "attempt-ms", "connect-only"])?;
     let addr = parse_addr(args.req("addr")?)?;
     let src = match args.get("src") {
         Some(a) => Some(SocketAddr::new(
@@ -270,9 +270,12 @@ pub fn probe(args: &Args) -> Result<(), String> {
     };
     let deadline = mono_ns() + (args.num::<f64>("timeout", 10.0)? * 1e9) as u64;
     let only = args.flag("connect-only");
+    // one attempt's connect and answer timeout: the caller fits it to the path's
+    // round trip and loss (a long path must not be declared dead after 500 ms)
+    let attempt = Duration::from_millis(args.num::<u64>("attempt-ms", 500)?.max(1));
     let mut last_err = String::new();
     while mono_ns() < deadline && !stopped() {
-        match probe_once(addr, src, only) {
+        match probe_once(addr, src, only, attempt) {
             Ok(()) => {
                 println!("OK {addr}");
                 return Ok(());
@@ -284,16 +287,21 @@ pub fn probe(args: &Args) -> Result<(), String> {
     Err(format!("{addr} not answering: {last_err}"))
 }
 
-fn probe_once(addr: SocketAddr, src: Option<SocketAddr>, only: bool) -> Result<(), String> {
+fn probe_once(
+    addr: SocketAddr,
+    src: Option<SocketAddr>,
+    only: bool,
+    attempt: Duration,
+) -> Result<(), String> {
     let s = new_socket(&addr, src, false).map_err(|e| e.to_string())?;
     s.set_nonblocking(false).map_err(|e| e.to_string())?;
-    s.connect_timeout(&addr.into(), Duration::from_millis(500))
+    s.connect_timeout(&addr.into(), attempt)
         .map_err(|e| e.to_string())?;
     if only {
         return Ok(());
     }
     let mut t: TcpStream = s.into();
-    t.set_read_timeout(Some(Duration::from_millis(500)))
+    t.set_read_timeout(Some(attempt))
         .map_err(|e| e.to_string())?;
     let mut hdr = [0u8; TCP_HDR];
     put_u32(&mut hdr, 0, TCP_HDR as u32);

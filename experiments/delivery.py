@@ -1,0 +1,149 @@
+"""Delivered versus asked: every run says whether its background carried its load.
+
+Per bottleneck direction (forward: client side -> server side):
+
+* ``asked``: the load the background kind was asked for
+  (:meth:`~swell.generators.kind.TrafficKind.asked_mbps`);
+* ``offered``: what its drawn schedule carries in the window (kinds that report
+  it: Swing's ``load.offered_mbps``);
+* ``delivered``: the application payload its clients moved in the window (Swing's
+  counters) when the kind reports it, else the background's bytes at the
+  bottleneck (``bottleneck.<dir>.bg_mean_mbps``, IP packets, headers included);
+  the bottleneck figure is kept beside it either way.
+
+The window is the measurement window: after the warm-up, up to the run's end
+(sessions start from the beginning of the warm-up, so the window sees the
+process in steady state rather than its start).
+
+The saturated parts of the network come from the engine's final counters
+(``report["engine_stats"]``): for swell-link, each pipe's bytes over the
+engine's lifetime against its configured rate (host access links by address,
+``up:`` host -> network, ``down:`` network -> host) and its queue drops; for
+netem, each qdisc's drops and overlimits from ``tc -s``.
+
+Problems (the run's ``problems`` list, printed on screen and boxed in the
+report): delivered under ``DELIVERED_MIN`` of asked in a direction that asked
+for at least ``MIN_ASKED_MBPS``; more than ``CUT_MAX`` of the connections cut at
+the end or failed. Each names the likely cause: a schedule that offered less
+(the draw of a heavy-tailed model), saturated access links (named), a
+saturated bottleneck, or failed connections (with their errors).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DELIVERED_MIN = 0.90
+CUT_MAX = 0.05
+BUSY = 0.90  # a pipe busy over this share of its lifetime is saturated
+MIN_ASKED_MBPS = 0.05  # directions asked for less are not judged (a few requests)
+
+
+def host_rates(topo: dict[str, Any]) -> dict[str, float]:
+    """Access link rate (Mbit/s) of every rate-limited background host of a topology."""
+    from swell.topologies.addressing import plan_addresses
+    from swell.topologies.modelnet import group_links
+    from swell.topologies.spec import spec_from_dict
+
+    spec = spec_from_dict(topo)
+    plan = plan_addresses(spec)
+    out = {}
+    for side, group, name in (("left", spec.clients, "client"), ("right", spec.servers, "server")):
+        links = group_links(group, name, spec.seed)
+        for ip, link in zip(plan.bg_hosts(side), links, strict=True):
+            if link.rate_mbps:
+                out[str(ip)] = float(link.rate_mbps)
+    return out
+
+
+def saturated_pipes(stats: dict[str, Any] | None, rates: dict[str, float],
+                    active_s: float | None = None) -> list[dict[str, Any]]:
+    """Pipes busy over ``BUSY`` of their lifetime or dropping from their queue, worst first."""
+    if not stats:
+        return []
+    out = []
+    if isinstance(stats.get("pipes"), dict):  # swell-link
+        life = float(stats.get("t") or 0.0)  # the engine's lifetime, set-up included
+        if active_s and 0 < active_s < life:
+            life = active_s  # the traffic's own time, when the runner measured it
+        for name, c in stats["pipes"].items():
+            host = name.split(":", 1)[1] if name.startswith(("up:", "down:")) else None
+            rate = rates.get(host) if host else None
+            busy = 8 * c.get("bytes", 0) / (rate * 1e6 * life) if rate and life > 0 else None
+            drops = int((c.get("drops") or {}).get("queue", 0))
+            if (busy is not None and busy > BUSY) or drops:
+                out.append({"pipe": name, "busy": None if busy is None else round(busy, 3),
+                            "queue_drops": drops, "rate_mbps": rate})
+    else:  # netem: {"node/dev": [qdisc, ...]} from tc -s -j
+        for dev, qdiscs in stats.items():
+            for q in qdiscs if isinstance(qdiscs, list) else []:
+                drops = int(q.get("drops", 0))
+                if drops:
+                    out.append({"pipe": f"{dev} {q.get('kind', '')}".strip(),
+                                "busy": None, "queue_drops": drops,
+                                "overlimits": int(q.get("overlimits", 0))})
+    return sorted(out, key=lambda p: (-(p["busy"] or 0), -p["queue_drops"]))
+
+
+def _cause(d: str, offered: float | None, asked: float, sat: list[dict[str, Any]],
+           bn_busy: float | None, conns: dict[str, Any]) -> str:
+    """The likely reason a direction fell short, in words."""
+    reasons = []
+    if offered is not None and offered < DELIVERED_MIN * asked:
+        reasons.append(f"the drawn schedule offered only {offered:.2f} Mbit/s in the window "
+                       "(a heavy-tailed draw: see the spread over seeds)")
+    hosts = [p for p in sat if p["pipe"].startswith(("up:", "down:"))]
+    if hosts:
+        names = ", ".join(f"{p['pipe']} ({p['busy']:.0%} busy)" if p["busy"] is not None
+                          else f"{p['pipe']} ({p['queue_drops']} drops)" for p in hosts[:5])
+        reasons.append(f"{len(hosts)} saturated access links: {names} (give the topology "
+                       "more background hosts)")
+    if bn_busy is not None and bn_busy > BUSY:
+        reasons.append(f"the bottleneck is {bn_busy:.0%} busy ({d})")
+    other = [p for p in sat if not p["pipe"].startswith(("up:", "down:"))]
+    if other and not hosts:
+        reasons.append("drops at " + ", ".join(p["pipe"] for p in other[:3]))
+    if conns.get("failed"):
+        reasons.append(f"{conns['failed']} connections failed ({conns.get('errors')})")
+    return "; ".join(reasons) or "no saturated link seen: the sessions' own pace (round " \
+                                  "trips, loss, think times) kept the load lower"
+
+
+def delivery(asked: dict[str, float] | None, background: dict[str, Any],
+             bottleneck: dict[str, dict[str, Any]], engine_stats: dict[str, Any] | None,
+             topo: dict[str, Any], path_mbps: dict[str, float | None],
+             active_s: float | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The run's ``load`` entry and its problems (see the module docstring)."""
+    load = background.get("load") or {}
+    offered = load.get("offered_mbps") or {}
+    payload = load.get("delivered_mbps") or {}
+    try:
+        rates = host_rates(topo)
+    except Exception:  # noqa: BLE001 - a topology the collector cannot re-plan has no rates
+        rates = {}
+    sat = saturated_pipes(engine_stats, rates, active_s)
+    conns = background.get("connections") or {}
+    out: dict[str, Any] = {"window": "measurement window: end of warm-up to end of run",
+                           "saturated": sat[:20], "saturated_count": len(sat),
+                           "connections": conns, "sessions": background.get("sessions")}
+    problems = []
+    for d in ("forward", "reverse"):
+        at_bn = float(bottleneck.get(d, {}).get("bg_mean_mbps", 0.0))
+        delivered = payload.get(d, at_bn) if payload else at_bn
+        a = (asked or {}).get(d)
+        cap = path_mbps.get(d)
+        bn_busy = float(bottleneck.get(d, {}).get("all_mean_mbps", 0.0)) / cap if cap else None
+        out[d] = {"asked_mbps": a, "offered_mbps": offered.get(d),
+                  "delivered_mbps": delivered, "bottleneck_bg_mbps": at_bn,
+                  "delivered_share": delivered / a if a else None}
+        if a is not None and a >= MIN_ASKED_MBPS and delivered < DELIVERED_MIN * a:
+            problems.append(f"background {d}: delivered {delivered:.2f} of {a:.2f} Mbit/s "
+                            f"asked ({delivered / a:.0%}) in the window; likely cause: "
+                            + _cause(d, offered.get(d), a, sat, bn_busy, conns))
+    started = int(conns.get("started") or 0)
+    bad = int(conns.get("cut") or 0) + int(conns.get("failed") or 0)
+    if started and bad / started > CUT_MAX:
+        problems.append(f"background: {conns.get('cut', 0)} connections cut at the end and "
+                        f"{conns.get('failed', 0)} failed of {started} ({bad / started:.0%}); "
+                        "likely cause: " + _cause("both", None, 1.0, sat, None, conns))
+    return out, problems
