@@ -30,6 +30,7 @@ from swell.errors import SwellError
 COMMAND_MODULES: tuple[str, ...] = (
     "swell.extract.trace_cli",  # swell trace info
     "swell.extract.cli",  # swell extract, swell model show|variant
+    "swell.extract.flows_cli",  # swell flows read|collect
     "swell.topologies.cli",  # swell topo up|status|down, swell cleanup, swell doctor
     "swell.generators.cli",  # swell gen ...
     "swell.analysis.cli",  # swell energy, swell fidelity
