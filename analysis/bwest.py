@@ -1,0 +1,314 @@
+"""Available-bandwidth estimation: the two probing methods, and the truth to judge them by.
+
+Pure functions on arrays; no I/O except :func:`truth_from_capture`. The probing
+itself (paced UDP trains, kernel receive stamps) is done by ``swell-probe``
+and driven by :mod:`swell.generators.bwest`.
+
+**SLoPS** (Self-Loading Periodic Streams, Jain and Dovrolis; pathload's
+method). A stream of ``K`` packets sent at a constant rate ``R`` leaves the
+one-way delays (OWD) flat while ``R`` is below the available bandwidth ``A``
+and makes them grow when ``R > A`` (the stream fills the bottleneck queue).
+:func:`owd_trend` reduces a stream's OWDs to ``Γ = √K`` group medians and
+computes two statistics: PCT, the fraction of consecutive medians that
+increase (1 for a steady rise, about 0.5 for noise), and PDT, the end-to-end
+rise over the total variation (+1 steady rise, about 0 for noise).
+:func:`stream_trend` classifies a stream as increasing (``I``),
+non-increasing (``N``) or unclear (``U``) with pathload's thresholds (PCT:
+> 0.66 / < 0.54; PDT: > 0.55 / < 0.45; one statistic may be unclear, the two
+may not disagree); a stream that lost more than ``loss_increasing`` of its
+packets is increasing. A fleet of streams at one rate gives a verdict
+(:func:`fleet_verdict`): ``above`` (R > A) when a fraction ``f`` of its
+streams increase, ``below`` when a fraction ``f`` do not, else ``grey``.
+:class:`SlopsSearch` is pathload's iterative search: a binary search on
+``[Rmin, Rmax]`` that tracks the grey region ``[Gmin, Gmax]`` and stops when
+the range is within the resolution ``ω``; the estimate is the range
+``[Rmin, Rmax]`` (low, high).
+
+**Chirps** (pathChirp, Ribeiro et al.). A chirp of ``N`` packets with
+exponentially shrinking gaps (``Δ_{k+1} = Δ_k / γ``) probes the rates
+``R_k = P / Δ_k`` from low to high in one train. :func:`chirp_estimate` is
+pathChirp's excursion analysis: an excursion starts at packet ``i`` where the
+queuing delay rises (``q_{i+1} > q_i``) and ends at the first ``j`` where it
+has fallen back to within ``1/F`` of its peak rise; excursions shorter than
+``L`` packets are noise. Inside an excursion that ended, packets whose delay
+rises say ``A < R_k`` there (``E_k = R_k``); the last excursion, if it runs to
+the chirp's end, started at ``l`` where ``R_l`` first exceeded ``A``; every
+other packet gets ``E_k = R_l``. The chirp's estimate is the gap-weighted mean
+of the ``E_k``. One deviation, documented in ``docs/bwest.md``: ``A`` lies
+between ``R_{l-1}`` and ``R_l``, and pathChirp's ``R_l`` overestimates by up to
+the spread factor (20% at γ=1.2) on an idle link, so ``E`` uses the geometric
+midpoint ``√(R_{l-1} R_l)``.
+
+**Truth.** The available bandwidth per 1 s bin at the bottleneck is its
+capacity minus the background's bit rate there
+(:func:`swell.analysis.metrics.available_bandwidth_truth`), counting IP bytes
+(the link engine's rate counts IP total length) and leaving out the probe's
+own packets; :func:`truth_over` averages the bins an estimate's probing spans
+(overlap-weighted), :func:`error_pct` compares.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from swell.analysis.metrics import available_bandwidth_truth
+
+Trend = Literal["I", "N", "U"]
+Verdict = Literal["above", "below", "grey"]
+
+PCT_HI, PCT_LO = 0.66, 0.54
+PDT_HI, PDT_LO = 0.55, 0.45
+
+# --------------------------------------------------------------------------- SLoPS
+
+
+def owd_trend(owd: np.ndarray) -> tuple[float, float]:
+    """(PCT, PDT) of one stream's one-way delays (any unit; at least 4 samples)."""
+    d = np.asarray(owd, dtype=float)
+    if d.size < 4:
+        return math.nan, math.nan
+    groups = max(int(math.sqrt(d.size)), 2)
+    med = np.array([np.median(g) for g in np.array_split(d, groups)])
+    steps = np.diff(med)
+    pct = float(np.mean(steps > 0))
+    total = float(np.abs(steps).sum())
+    pdt = float((med[-1] - med[0]) / total) if total > 0 else 0.0
+    return pct, pdt
+
+
+def _classify(value: float, hi: float, lo: float) -> Trend:
+    if math.isnan(value):
+        return "U"
+    return "I" if value > hi else "N" if value < lo else "U"
+
+
+def stream_trend(owd: np.ndarray, sent: int | None = None,
+                 loss_increasing: float = 0.1) -> Trend:
+    """I (increasing), N (non-increasing) or U (unclear) for one stream."""
+    d = np.asarray(owd, dtype=float)
+    if sent and sent > 0 and 1.0 - d.size / sent > loss_increasing:
+        return "I"
+    pct, pdt = owd_trend(d)
+    a, b = _classify(pct, PCT_HI, PCT_LO), _classify(pdt, PDT_HI, PDT_LO)
+    if a == b:
+        return a
+    if "U" in (a, b):
+        return a if b == "U" else b
+    return "U"  # the two statistics disagree
+
+
+def fleet_verdict(trends: list[Trend], f: float = 0.7) -> Verdict:
+    """``above`` (R > A), ``below`` (R < A) or ``grey`` from a fleet's stream trends."""
+    usable = [t for t in trends if t != "U"]
+    if not usable or len(usable) < len(trends) / 2:
+        return "grey"
+    inc = sum(t == "I" for t in usable) / len(usable)
+    if inc >= f:
+        return "above"
+    if 1.0 - inc >= f:
+        return "below"
+    return "grey"
+
+
+@dataclass
+class SlopsSearch:
+    """pathload's iterative search for the range ``[Rmin, Rmax]`` holding A (bit/s)."""
+
+    rmin: float
+    rmax: float
+    resolution: float
+    gmin: float = math.inf
+    gmax: float = -math.inf
+    rates: list[tuple[float, Verdict]] = field(default_factory=list)
+
+    def next_rate(self) -> float | None:
+        """The next probing rate, or None when the search is done."""
+        if self.done():
+            return None
+        if self.gmax < self.gmin:  # no grey region yet: bisect
+            return (self.rmin + self.rmax) / 2
+        if self.rmax - self.gmax > self.resolution:
+            return (self.rmax + self.gmax) / 2
+        if self.gmin - self.rmin > self.resolution:
+            return (self.gmin + self.rmin) / 2
+        return None
+
+    def done(self) -> bool:
+        if self.rmax - self.rmin <= self.resolution:
+            return True
+        return (self.gmax >= self.gmin and self.rmax - self.gmax <= self.resolution
+                and self.gmin - self.rmin <= self.resolution)
+
+    def update(self, rate: float, verdict: Verdict) -> None:
+        self.rates.append((rate, verdict))
+        if verdict == "above":
+            self.rmax = min(self.rmax, rate)
+            if self.gmax >= rate:  # the grey region cannot reach above a rate that is above A
+                self.gmax = rate
+        elif verdict == "below":
+            self.rmin = max(self.rmin, rate)
+            if self.gmin <= rate:
+                self.gmin = rate
+        else:
+            self.gmin = min(self.gmin, rate)
+            self.gmax = max(self.gmax, rate)
+
+    def range(self) -> tuple[float, float]:
+        return self.rmin, self.rmax
+
+
+def slops_packet_size(rate_bps: float, period_s: float = 100e-6, lo: int = 200,
+                      hi: int = 1500) -> int:
+    """IP bytes per packet of a stream at ``rate_bps``: a period of at least ``period_s``."""
+    return int(min(max(rate_bps * period_s / 8, lo), hi))
+
+
+# --------------------------------------------------------------------------- chirps
+
+
+def chirp_gaps(low_bps: float, high_bps: float, ip_bytes: int, gamma: float,
+               offset: float = 0.0) -> np.ndarray:
+    """Gaps (ns) of a chirp from ``low_bps`` up to ``high_bps`` with spread ``gamma``.
+
+    ``offset`` in [0, 1) shifts the rate grid by that fraction of one step (a
+    random offset per chirp keeps the grid from lining up with a fixed A).
+    """
+    steps = int(math.floor(math.log(high_bps / low_bps) / math.log(gamma) - offset)) + 1
+    rates = low_bps * gamma ** (np.arange(max(steps, 2)) + offset)
+    return np.round(ip_bytes * 8 / rates * 1e9).astype(np.int64)
+
+
+def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5, noise: float = 0.0
+               ) -> tuple[list[tuple[int, int]], int | None]:
+    """Excursions of a chirp's queuing delays: (start, end) pairs that ended, and the
+    start of the last one if it runs to the end of the chirp (else None).
+
+    An excursion also ends once the delay is back within ``noise`` of its start, so a
+    start on a low stamp-noise sample does not run on into the real queue build-up."""
+    n = len(q)
+    done: list[tuple[int, int]] = []
+    i = 0
+    while i < n - 1:
+        if q[i + 1] <= q[i]:
+            i += 1
+            continue
+        peak = 0.0
+        j = i + 1
+        while j < n:
+            peak = max(peak, q[j] - q[i])
+            if q[j] - q[i] < max(peak / decrease, noise):
+                break
+            j += 1
+        if j >= n:
+            return done, i  # runs to the end of the chirp
+        if j - i >= busy:
+            done.append((i, j))
+        i = j
+    return done, None
+
+
+def chirp_estimate(tx_ns: np.ndarray, rx_ns: np.ndarray, ip_bytes: int,
+                   decrease: float = 1.5, busy: int = 5, noise_ns: float = 10_000) -> float:
+    """Available bandwidth (bit/s) from one chirp's send and receive stamps (no losses).
+
+    Rates come from the actual send stamps, so sender jitter does not bias them;
+    ``noise_ns`` is the stamps' noise floor (see :func:`excursions`).
+    """
+    tx = np.asarray(tx_ns, dtype=np.int64)
+    rx = np.asarray(rx_ns, dtype=np.int64)
+    n = tx.size
+    if n < 3:
+        return math.nan
+    gaps = np.diff(tx).astype(float)
+    gaps[gaps <= 0] = 1.0
+    rates = ip_bytes * 8 / (gaps * 1e-9)  # R_k for k = 0..n-2: the rate packet k+1 was sent at
+    q = (rx - tx).astype(float)
+    q -= q.min()
+    ended, last = excursions(q, decrease, busy, noise_ns)
+    if last is None or last >= n - 1:
+        l_rate = rates[-1]
+    else:
+        l_rate = math.sqrt(rates[last] * rates[last - 1]) if last > 0 else rates[last]
+    est = np.full(n - 1, l_rate)
+    for i, j in ended:
+        for k in range(i, min(j, n - 1)):
+            if q[k + 1] > q[k]:
+                est[k] = rates[k]
+    if last is not None:
+        est[last:] = l_rate
+    return float((est * gaps).sum() / gaps.sum())
+
+
+# --------------------------------------------------------------------------- truth
+
+
+@dataclass(frozen=True)
+class Truth:
+    """Available bandwidth per bin (bit/s) from ``start_s`` (wall clock), bins of ``bin_s``."""
+
+    start_s: float
+    bin_s: float
+    avail_bps: np.ndarray
+    background_bps: np.ndarray
+
+
+def truth_bins(ts_ns: np.ndarray, ip_bytes: np.ndarray, capacity_bps: float, start_s: float,
+               end_s: float, bin_s: float = 1.0) -> Truth:
+    """Per-bin truth from the background packets' stamps (ns) and IP sizes at the bottleneck."""
+    nbins = max(int(math.ceil((end_s - start_s) / bin_s - 1e-9)), 1)
+    t = np.asarray(ts_ns, dtype=np.int64) / 1e9 - start_s
+    idx = np.floor(t / bin_s).astype(np.int64)
+    keep = (idx >= 0) & (idx < nbins)
+    used = np.bincount(idx[keep], weights=np.asarray(ip_bytes, float)[keep], minlength=nbins)
+    avail = available_bandwidth_truth(used, capacity_bps, bin_s)
+    return Truth(start_s, bin_s, avail, used * 8.0 / bin_s)
+
+
+def truth_over(truth: Truth, a_s: float, b_s: float) -> float:
+    """Mean available bandwidth over ``[a_s, b_s]`` (wall clock), weighted by bin overlap.
+
+    An instant (a == b) takes its own bin. NaN outside the truth's span.
+    """
+    n = truth.avail_bps.size
+    rel_a, rel_b = a_s - truth.start_s, b_s - truth.start_s
+    if rel_b - rel_a < 1e-9:
+        k = int(math.floor(rel_a / truth.bin_s))
+        return float(truth.avail_bps[k]) if 0 <= k < n else math.nan
+    edges = np.arange(n + 1) * truth.bin_s
+    overlap = np.clip(np.minimum(edges[1:], rel_b) - np.maximum(edges[:-1], rel_a), 0, None)
+    if overlap.sum() <= 0:
+        return math.nan
+    return float((truth.avail_bps * overlap).sum() / overlap.sum())
+
+
+def error_pct(estimate: float, truth: float) -> float:
+    """``100 (estimate - truth) / truth`` (NaN when the truth is 0 or unknown)."""
+    if not truth or math.isnan(truth) or math.isnan(estimate):
+        return math.nan
+    return 100.0 * (estimate - truth) / truth
+
+
+def truth_from_capture(pcap: Path, exclude_ips: list[str], capacity_bps: float,
+                       start_s: float, end_s: float, bin_s: float = 1.0) -> Truth:
+    """The truth from one bottleneck direction's capture, leaving out ``exclude_ips``'
+    packets (the probe's hosts)."""
+    from swell.analysis.bottleneck import touches_hosts
+    from swell.analysis.timeseries import load_packets
+
+    p = load_packets(pcap, size_field="ip_len")
+    bg = ~touches_hosts(p, exclude_ips) if exclude_ips else np.ones(len(p), bool)
+    return truth_bins(p.ts_ns[bg], p.size[bg], capacity_bps, start_s, end_s, bin_s)
+
+
+def summarize(values: list[float]) -> dict[str, float | None]:
+    """Mean and sample sd of the finite values (None when there are none)."""
+    v = np.array([x for x in values if x is not None and math.isfinite(x)], float)
+    if v.size == 0:
+        return {"mean": None, "sd": None, "n": 0}
+    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0,
+            "n": int(v.size)}

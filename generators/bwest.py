@@ -1,0 +1,529 @@
+"""Bandwidth estimators as foregrounds: ``slops``, ``chirp``, ``pathload``, ``pathchirp``.
+
+An estimator probes the path from the foreground server to the foreground
+client (the direction of the background's downloads and of CBR/Poisson) and
+reports the available bandwidth over time; its results are judged against the
+truth per 1 s bin from the bottleneck capture (:mod:`swell.analysis.bwest`).
+
+* ``slops`` and ``chirp`` are swell's own estimators of the two methods. The
+  packets are sent and stamped by ``swell-probe`` (µs departures by
+  busy-waiting, kernel receive stamps): ``swell-probe send`` on the server
+  takes one train per command on stdin, ``swell-probe recv`` on the client
+  prints every arrival. A thread of :class:`ProbeGenerator` closes the loop:
+  it asks for trains, reads their arrivals and runs the estimator
+  (:class:`SlopsLoop`: pathload's fleets and iterative search, one low-high
+  range per search; :class:`ChirpLoop`: one estimate per chirp, smoothed over
+  the last ``smooth`` chirps). A search that has not converged after
+  ``timeout_s`` is recorded as a timeout (with its range so far), not a crash.
+* ``pathload`` and ``pathchirp`` run the real tools when they are on PATH
+  (:mod:`swell.generators.bwest_tools`); they are not packaged, so a missing
+  one is exit 3 saying how to build it.
+
+Every estimate carries its probing span (wall clock) and the probe bytes it
+cost; :meth:`EstimatorKind.result` adds the truth, the error and per-run
+summaries. The report draws estimate against truth and a Fig. 12-style bar
+chart (:mod:`swell.generators.bwest_report`).
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field
+
+from swell.analysis import bwest as est
+from swell.errors import EnvironmentProblem, SwellError
+from swell.generators.base import Generator, GenResult, Proc
+from swell.generators.kind import KindResult, KindSpec, ReportPart, RunContext, TrafficKind, Window
+from swell.native import native_artifact
+from swell.placement import Endpoint, PathFacts, Place
+
+UDP_IP_OVERHEAD = 28  # IPv4 + UDP headers: the link engine's rate counts IP bytes
+
+
+class EstimatorSpec(KindSpec):
+    """Options shared by every estimator."""
+
+    min_mbps: float | None = Field(None, ge=0, description="lowest probing rate "
+                                   "(default: 10% of the bottleneck)")
+    max_mbps: float | None = Field(None, gt=0, description="highest probing rate "
+                                   "(default: 1.2x the bottleneck (slops), 1.5x (chirp))")
+    timeout_s: float = Field(30.0, gt=0, description="an estimate not done by then is a "
+                             "timeout")
+    port: int = Field(9876, ge=1024, le=65535)
+
+
+class SlopsSpec(EstimatorSpec):
+    """SLoPS (pathload's method): periodic streams, OWD trends, iterative search."""
+
+    kind: Literal["slops"] = "slops"
+    resolution_mbps: float | None = Field(None, gt=0, description="stop when the range is "
+                                          "this narrow (default: 4% of max_mbps)")
+    streams: int = Field(12, ge=3, description="streams per fleet")
+    packets: int = Field(100, ge=16, description="packets per stream")
+    fraction: float = Field(0.7, gt=0.5, le=1.0, description="share of streams that decides")
+    stream_gap_ms: float = Field(10.0, ge=0, description="idle time after each stream")
+
+
+class ChirpSpec(EstimatorSpec):
+    """Chirps (pathChirp's method): exponentially spaced trains, excursion analysis."""
+
+    kind: Literal["chirp"] = "chirp"
+    packet_bytes: int = Field(1000, ge=64, le=1500, description="IP bytes per probe packet")
+    spread: float = Field(1.1, gt=1.0, le=2.0, description="gap ratio within a chirp "
+                          "(pathChirp: 1.2)")
+    chirps_per_s: float = Field(5.0, gt=0)
+    smooth: int = Field(11, ge=1, description="chirps averaged per reported estimate")
+    decrease: float = Field(1.5, gt=1.0, description="excursion end: fall back within 1/F")
+    busy: int = Field(5, ge=2, description="shortest excursion (packets) that counts")
+    noise_us: float = Field(5.0, ge=0, description="delay noise floor: an excursion ends "
+                            "once back within it of its start")
+
+
+class PathloadSpec(EstimatorSpec):
+    """The real pathload (pathload_snd/pathload_rcv on PATH)."""
+
+    kind: Literal["pathload"] = "pathload"
+    resolution_mbps: float | None = Field(None, gt=0)
+
+
+class PathchirpSpec(EstimatorSpec):
+    """The real pathChirp (pathchirp_snd/pathchirp_rcv on PATH)."""
+
+    kind: Literal["pathchirp"] = "pathchirp"
+    packet_bytes: int = Field(1000, ge=40, le=8200)
+    spread: float = Field(1.2, gt=1.0)
+    average_mbps: float = Field(1.0, gt=0, description="average probing rate")
+    smooth: int = Field(11, ge=1)
+
+
+def rate_range(spec: EstimatorSpec, path: PathFacts, default_max: float) -> tuple[float, float]:
+    """The probing range in bit/s (defaults from the reverse bottleneck's capacity)."""
+    cap = path.reverse_mbps
+    lo = spec.min_mbps if spec.min_mbps is not None else (0.1 * cap if cap else 1.0)
+    hi = spec.max_mbps if spec.max_mbps is not None else (default_max * cap if cap else 100.0)
+    return lo * 1e6, hi * 1e6
+
+
+def check_range(kind: str, spec: EstimatorSpec, path: PathFacts) -> list[str]:
+    """A probing range that starts at or above the bottleneck cannot find A: an error."""
+    cap = path.reverse_mbps
+    if spec.min_mbps is not None and spec.max_mbps is not None and \
+            spec.min_mbps >= spec.max_mbps:
+        raise SwellError(kind, f"min_mbps {spec.min_mbps:g} must be below max_mbps "
+                         f"{spec.max_mbps:g}")
+    if cap is not None and spec.min_mbps is not None and spec.min_mbps >= cap:
+        raise SwellError(kind, f"probing range starts at {spec.min_mbps:g} Mbit/s, at or above "
+                         f"the {cap:g} Mbit/s bottleneck: the available bandwidth is below it")
+    if cap is None:
+        return [f"{kind}: the bottleneck is unshaped; give min_mbps and max_mbps"]
+    return []
+
+
+# --------------------------------------------------------------------------- probe processes
+
+
+class Sender:
+    """``swell-probe send`` with a command pipe on stdin (one train per command)."""
+
+    def __init__(self, place: Place, argv: list[str]) -> None:
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.popen = place.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, start_new_session=True, bufsize=1)
+        self.err: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump_err, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.lines.put(line.strip())
+        self.lines.put(None)
+
+    def _pump_err(self) -> None:
+        assert self.popen.stderr is not None
+        for line in self.popen.stderr:
+            self.err.append(line.strip())
+
+    def ask(self, command: str, want: Callable[[str], bool], timeout: float) -> str:
+        assert self.popen.stdin is not None
+        if command:
+            self.popen.stdin.write(command + "\n")
+            self.popen.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.001))
+            except queue.Empty:
+                raise SwellError("swell-probe send", f"no answer within {timeout:g} s") from None
+            if line is None:
+                self.popen.wait()
+                raise SwellError("swell-probe send", f"exited: {' | '.join(self.err[-3:])}")
+            if want(line):
+                return line
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            try:
+                assert self.popen.stdin is not None
+                self.popen.stdin.write("quit\n")
+                self.popen.stdin.close()
+                self.popen.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
+                self.popen.kill()
+                self.popen.wait()
+
+
+@dataclass
+class Train:
+    """One train's arrivals: seq -> (tx_ns, rx_ns)."""
+
+    sent: int
+    first_tx: int
+    last_tx: int
+    arrivals: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        seqs = sorted(self.arrivals)
+        tx = np.array([self.arrivals[s][0] for s in seqs], np.int64)
+        rx = np.array([self.arrivals[s][1] for s in seqs], np.int64)
+        return np.array(seqs, np.int64), tx, rx
+
+
+class Prober:
+    """Sends trains and gathers their arrivals (the sender's and receiver's processes)."""
+
+    def __init__(self, sender: Sender, receiver: Proc, settle_s: float) -> None:
+        self.sender, self.receiver = sender, receiver
+        self.settle_s = settle_s  # how long after the last departure arrivals may come
+        self.pending: dict[int, dict[int, tuple[int, int]]] = {}
+        self.next_id = 1
+        self.bytes_sent = 0
+
+    def _drain(self) -> None:
+        for line in self.receiver.drain():
+            f = line.split()
+            if len(f) == 6 and f[0] == "P":
+                self.pending.setdefault(int(f[1]), {})[int(f[2])] = (int(f[3]), int(f[4]))
+
+    def train(self, ip_bytes: int, gaps_ns: np.ndarray) -> Train:
+        tid = self.next_id
+        self.next_id += 1
+        duration = float(np.sum(gaps_ns)) / 1e9
+        line = self.sender.ask(f"train {tid} {ip_bytes - UDP_IP_OVERHEAD} "
+                               + " ".join(str(int(g)) for g in gaps_ns),
+                               lambda s: s.startswith(f"sent {tid} "), 5.0 + 2 * duration)
+        _, _, n, first, last = line.split()
+        self.bytes_sent += int(n) * ip_bytes
+        t = Train(int(n), int(first), int(last))
+        deadline = time.monotonic() + self.settle_s
+        while True:
+            self._drain()
+            got = self.pending.get(tid, {})
+            if len(got) >= t.sent or time.monotonic() >= deadline:
+                break
+            time.sleep(0.002)  # arrivals are stamped by the kernel; this only paces reading
+        t.arrivals = self.pending.pop(tid, {})
+        return t
+
+
+# --------------------------------------------------------------------------- estimator loops
+
+
+class SlopsLoop:
+    """pathload's method: fleets of periodic streams, iterative search per estimate."""
+
+    def __init__(self, spec: SlopsSpec, lo_bps: float, hi_bps: float) -> None:
+        self.spec = spec
+        self.lo, self.hi = lo_bps, hi_bps
+        self.resolution = (spec.resolution_mbps * 1e6 if spec.resolution_mbps
+                           else 0.04 * hi_bps)
+
+    def fleet(self, prober: Prober, rate: float, stop: threading.Event) -> est.Verdict:
+        size = est.slops_packet_size(rate)
+        gap = int(round(size * 8 / rate * 1e9))
+        trends: list[est.Trend] = []
+        for _ in range(self.spec.streams):
+            if stop.is_set():
+                break
+            t = prober.train(size, np.full(self.spec.packets - 1, gap, np.int64))
+            _, tx, rx = t.arrays()
+            trends.append(est.stream_trend(rx - tx, t.sent))
+            time.sleep(self.spec.stream_gap_ms / 1e3)  # the fleet's idle time between streams
+        return est.fleet_verdict(trends, self.spec.fraction)
+
+    def run(self, prober: Prober, stop: threading.Event, record: Callable[[dict], None]
+            ) -> None:
+        while not stop.is_set():
+            t0, b0 = time.time(), prober.bytes_sent
+            search = est.SlopsSearch(self.lo, self.hi, self.resolution)
+            timeout = False
+            while (rate := search.next_rate()) is not None and not stop.is_set():
+                if time.time() - t0 > self.spec.timeout_s:
+                    timeout = True
+                    break
+                search.update(rate, self.fleet(prober, rate, stop))
+            if stop.is_set() and not timeout:
+                return  # a search cut short by the end of the run is no estimate
+            low, high = search.range()
+            record({"t_start": t0, "t_end": time.time(), "low_mbps": low / 1e6,
+                    "high_mbps": high / 1e6, "estimate_mbps": (low + high) / 2e6,
+                    "probe_bytes": prober.bytes_sent - b0, "fleets": len(search.rates),
+                    "timeout": timeout})
+
+
+class ChirpLoop:
+    """pathChirp's method: one estimate per chirp, smoothed over ``smooth`` chirps."""
+
+    def __init__(self, spec: ChirpSpec, lo_bps: float, hi_bps: float, seed: int) -> None:
+        self.spec = spec
+        self.lo, self.hi = lo_bps, hi_bps
+        self.rng = np.random.default_rng(seed)
+        self.chirps: list[dict[str, Any]] = []
+
+    def run(self, prober: Prober, stop: threading.Event, record: Callable[[dict], None]
+            ) -> None:
+        s = self.spec
+        batch: list[dict[str, Any]] = []
+        t_last_ok = time.time()
+        while not stop.is_set():
+            tick = time.monotonic()
+            gaps = est.chirp_gaps(self.lo, self.hi, s.packet_bytes, s.spread,
+                                  float(self.rng.random()))
+            b0 = prober.bytes_sent
+            t = prober.train(s.packet_bytes, gaps)
+            seqs, tx, rx = t.arrays()
+            value = math.nan
+            if len(seqs) == t.sent:  # a chirp with a loss is discarded (as pathChirp does)
+                value = est.chirp_estimate(tx, rx, s.packet_bytes, s.decrease, s.busy,
+                                           s.noise_us * 1e3)
+            chirp = {"t": t.first_tx / 1e9, "t_end": t.last_tx / 1e9,
+                     "estimate_mbps": value / 1e6, "bytes": prober.bytes_sent - b0}
+            self.chirps.append(chirp)
+            batch.append(chirp)
+            if len(batch) >= s.smooth:
+                vals = [c["estimate_mbps"] for c in batch if math.isfinite(c["estimate_mbps"])]
+                if vals:
+                    t_last_ok = time.time()
+                    v = float(np.mean(vals))
+                    record({"t_start": batch[0]["t"], "t_end": batch[-1]["t_end"],
+                            "low_mbps": v, "high_mbps": v, "estimate_mbps": v,
+                            "probe_bytes": sum(c["bytes"] for c in batch), "chirps": len(vals),
+                            "timeout": False})
+                batch = []
+            if time.time() - t_last_ok > s.timeout_s:
+                record({"t_start": t_last_ok, "t_end": time.time(), "low_mbps": None,
+                        "high_mbps": None, "estimate_mbps": None,
+                        "probe_bytes": sum(c["bytes"] for c in batch), "timeout": True})
+                t_last_ok = time.time()
+            left = 1.0 / s.chirps_per_s - (time.monotonic() - tick)
+            if left > 0:
+                stop.wait(left)
+
+
+class ProbeGenerator(Generator):
+    """swell-probe's receiver on the client, its sender on the server, a loop between."""
+
+    name = "probe"
+
+    def __init__(self, kind: str, loop: SlopsLoop | ChirpLoop, server: Endpoint,
+                 client: Endpoint, port: int, settle_s: float, out: Path) -> None:
+        super().__init__()
+        self.kind, self.loop = kind, loop
+        self.server, self.client, self.port = server, client, port
+        self.settle_s = settle_s
+        self.out = out
+        self.sender: Sender | None = None
+        self.prober: Prober | None = None
+        self.stop_event = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.estimates: list[dict[str, Any]] = []
+        self.error: str | None = None
+
+    def check(self) -> None:
+        native_artifact("swell-probe")
+
+    def start_server(self) -> None:
+        exe = str(native_artifact("swell-probe"))
+        recv = self.spawn("swell-probe recv", self.client.place,
+                          [exe, "recv", "--bind", f"{self.client.ip}:{self.port}"])
+        recv.wait_line(lambda s: s == "ready", 10.0)
+        self.sender = Sender(self.server.place, [exe, "send", "--dst",
+                                                 f"{self.client.ip}:{self.port}",
+                                                 "--src", self.server.ip])
+        self.sender.ask("", lambda s: s == "ready", 10.0)
+        self.prober = Prober(self.sender, recv, self.settle_s)
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        """Pings through the network until the receiver echoes one (never a sleep)."""
+        assert self.sender is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.sender.ask("ping", lambda s: s in ("pong", "noreply"), 5.0) == "pong":
+                return
+        raise SwellError(self.kind, f"no echo from {self.client.ip}:{self.port} "
+                         f"after {timeout:g} s")
+
+    def _run(self) -> None:
+        assert self.prober is not None
+        try:
+            self.loop.run(self.prober, self.stop_event, self.estimates.append)
+        except SwellError as exc:
+            self.error = str(exc)
+
+    def start_client(self) -> None:
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        try:
+            if self.thread is not None:
+                self.thread.join(timeout=30)
+        finally:
+            if self.sender is not None:
+                self.sender.stop()
+            super().stop()
+
+    def collect(self, warmup_s: float = 0.0) -> GenResult:
+        if self.error is not None:
+            raise SwellError(self.kind, self.error)
+        summary: dict[str, Any] = {
+            "estimates": self.estimates, "probe_bytes": self.prober.bytes_sent
+            if self.prober else 0, "server_ip": self.server.ip, "client_ip": self.client.ip}
+        if isinstance(self.loop, ChirpLoop):
+            summary["chirps"] = self.loop.chirps
+        return GenResult(self.name, {}, summary, {"capture_dir": self.out.parent / "capture"})
+
+
+# --------------------------------------------------------------------------- the kinds
+
+
+class EstimatorKind(TrafficKind):
+    """What every estimator kind shares: range checks, truth, error, report."""
+
+    role = "foreground"
+    default_max: ClassVar[float] = 1.0
+
+    def __init__(self, spec: KindSpec) -> None:
+        super().__init__(spec)
+        self.capacity_mbps: float | None = None
+
+    def check_path(self, path: PathFacts) -> list[str]:
+        assert isinstance(self.spec, EstimatorSpec)
+        self.capacity_mbps = path.reverse_mbps
+        return check_range(self.name, self.spec, path)
+
+    def endpoints(self, ctx: RunContext) -> tuple[Endpoint, Endpoint]:
+        pl = ctx.placement
+        if not pl.fg_servers or not pl.fg_clients:
+            raise SwellError(self.name, "needs a foreground client and server in the topology")
+        self.capacity_mbps = pl.path.reverse_mbps
+        return pl.fg_servers[0], pl.fg_clients[0]
+
+    def settle_s(self, ctx: RunContext, server: Endpoint, client: Endpoint) -> float:
+        return 0.25 + ctx.placement.rtt_ms(server, client) / 1e3
+
+    def result(self, gen: GenResult | None, window: Window) -> KindResult:
+        if gen is None:
+            return KindResult(self.name)
+        from swell.generators.bwest_report import judge
+
+        metrics, problems = judge(gen, window, self.capacity_mbps)
+        return KindResult(self.name, metrics, problems=problems)
+
+    @classmethod
+    def report(cls, groups: dict[str, list[dict[str, Any]]], out: Path) -> ReportPart:
+        from swell.generators.bwest_report import report
+
+        return report(cls.name, groups, out)
+
+
+class SlopsKind(EstimatorKind):
+    """SLoPS: pathload's method with swell-probe's streams."""
+
+    name = "slops"
+    Spec = SlopsSpec
+    native = ("swell-probe",)
+
+    def build(self, ctx: RunContext) -> Generator:
+        assert isinstance(self.spec, SlopsSpec)
+        server, client = self.endpoints(ctx)
+        lo, hi = rate_range(self.spec, ctx.placement.path, 1.2)
+        return ProbeGenerator(self.name, SlopsLoop(self.spec, lo, hi), server, client,
+                              self.spec.port, self.settle_s(ctx, server, client), ctx.out_dir)
+
+
+class ChirpKind(EstimatorKind):
+    """Chirps: pathChirp's method with swell-probe's chirps."""
+
+    name = "chirp"
+    Spec = ChirpSpec
+    native = ("swell-probe",)
+
+    def build(self, ctx: RunContext) -> Generator:
+        assert isinstance(self.spec, ChirpSpec)
+        server, client = self.endpoints(ctx)
+        lo, hi = rate_range(self.spec, ctx.placement.path, 1.5)
+        return ProbeGenerator(self.name, ChirpLoop(self.spec, lo, hi, ctx.seed), server, client,
+                              self.spec.port, self.settle_s(ctx, server, client), ctx.out_dir)
+
+
+def require_tools(kind: str, programs: tuple[str, ...]) -> None:
+    """Exit 3 naming the first missing program of a real tool (not packaged in Debian)."""
+    import shutil
+
+    for prog in programs:
+        if shutil.which(prog) is None:
+            raise EnvironmentProblem(prog, f"not on PATH ({kind} is not packaged: build it from "
+                                     "its public source, see docs/bwest.md)")
+
+
+class PathloadKind(EstimatorKind):
+    """The real pathload 1.3.x, one measurement after another."""
+
+    name = "pathload"
+    Spec = PathloadSpec
+    programs = ("pathload_snd", "pathload_rcv")
+
+    def check(self) -> None:
+        require_tools(self.name, self.programs)
+
+    def build(self, ctx: RunContext) -> Generator:
+        from swell.generators.bwest_tools import PathloadGenerator
+
+        assert isinstance(self.spec, PathloadSpec)
+        server, client = self.endpoints(ctx)
+        return PathloadGenerator(self.spec, server, client, ctx.out_dir)
+
+
+class PathchirpKind(EstimatorKind):
+    """The real pathChirp 2.3.x, its smoothed estimates."""
+
+    name = "pathchirp"
+    Spec = PathchirpSpec
+    programs = ("pathchirp_snd", "pathchirp_rcv")
+
+    def check(self) -> None:
+        require_tools(self.name, self.programs)
+
+    def build(self, ctx: RunContext) -> Generator:
+        from swell.generators.bwest_tools import PathchirpGenerator
+
+        assert isinstance(self.spec, PathchirpSpec)
+        server, client = self.endpoints(ctx)
+        lo, hi = rate_range(self.spec, ctx.placement.path, 1.5)
+        return PathchirpGenerator(self.spec, server, client, ctx.out_dir, ctx.duration_s,
+                                  lo, hi)
