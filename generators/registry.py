@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from swell.errors import SwellError
 from swell.generators.bulk import BulkKind
+from swell.generators.bwest import ChirpKind, PathchirpKind, PathloadKind, SlopsKind
 from swell.generators.cbr import CbrKind, PoissonKind
 from swell.generators.kind import KindSpec, Role, TrafficKind
 from swell.generators.nothing import FixedLoss, NoBackground, NoForeground
@@ -34,6 +35,10 @@ FOREGROUNDS: dict[str, type[TrafficKind]] = {
     "none": NoForeground,
     "httperf": HttperfKind,
     "bulk": BulkKind,
+    "slops": SlopsKind,
+    "chirp": ChirpKind,
+    "pathload": PathloadKind,
+    "pathchirp": PathchirpKind,
 }
 
 TABLES: dict[Role, dict[str, type[TrafficKind]]] = {

@@ -46,6 +46,10 @@ TOOLS = {
     "apache2": "apache2",
     "tcpreplay": "tcpreplay",
     "iperf3": "iperf3",
+    "pathload_snd": "pathload_snd",
+    "pathload_rcv": "pathload_rcv",
+    "pathchirp_snd": "pathchirp_snd",
+    "pathchirp_rcv": "pathchirp_rcv",
 }
 QDISCS = ("netem", "htb", "tbf", "bfifo")
 
