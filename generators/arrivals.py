@@ -7,7 +7,8 @@ target load can be met by construction (the count chosen from a byte budget,
 * ``expected(app, duration, scale)``: the mean number of session starts of one
   application in ``[0, duration)`` (a run without a target draws a Poisson count
   with this mean);
-* ``place(app, n, duration, rng)``: ``n`` sorted start times in ``[0, duration)``.
+* ``place(app, n, start, end, rng)``: ``n`` sorted start times in ``[start, end)``
+  (a target is met per segment of the run: warm-up and measurement window).
 
 Processes:
 
@@ -42,9 +43,9 @@ class ArrivalProcess(Protocol):
     def expected(self, app: AppSamples, duration: float, scale: float) -> float:
         """Mean number of session starts in ``[0, duration)``."""
 
-    def place(self, app: AppSamples, n: int, duration: float,
+    def place(self, app: AppSamples, n: int, start: float, end: float,
               rng: np.random.Generator) -> np.ndarray:
-        """``n`` sorted session start times in ``[0, duration)``."""
+        """``n`` sorted session start times in ``[start, end)``."""
 
 
 def trace_rate(app: AppSamples) -> float:
@@ -60,9 +61,9 @@ class Stationary:
     def expected(self, app: AppSamples, duration: float, scale: float) -> float:
         return trace_rate(app) * scale * duration
 
-    def place(self, app: AppSamples, n: int, duration: float,
+    def place(self, app: AppSamples, n: int, start: float, end: float,
               rng: np.random.Generator) -> np.ndarray:
-        return np.sort(rng.uniform(0.0, duration, n))
+        return np.sort(rng.uniform(start, end, n))
 
 
 class TraceShaped:
@@ -90,15 +91,16 @@ class TraceShaped:
         covered = np.minimum(width, duration - np.arange(counts.size) * width) / width
         return float((counts * covered).sum() * scale)
 
-    def place(self, app: AppSamples, n: int, duration: float,
+    def place(self, app: AppSamples, n: int, start: float, end: float,
               rng: np.random.Generator) -> np.ndarray:
-        counts, width = self._bins(app, duration)
-        if counts.sum() == 0:
-            return Stationary().place(app, n, duration, rng)
-        bins = rng.choice(counts.size, size=n, p=counts / counts.sum())
-        t = bins * width + rng.uniform(0.0, width, n)
-        t = np.where(t < duration, t, rng.uniform(0.0, duration, n))
-        return np.sort(t)
+        counts, width = self._bins(app, end)
+        lo = np.arange(counts.size) * width
+        hi = np.minimum(lo + width, end)
+        weight = counts * np.clip(hi - np.maximum(lo, start), 0.0, None) / width
+        if weight.sum() == 0:
+            return Stationary().place(app, n, start, end, rng)
+        bins = rng.choice(counts.size, size=n, p=weight / weight.sum())
+        return np.sort(rng.uniform(np.maximum(lo[bins], start), hi[bins]))
 
 
 PROCESSES: dict[str, ArrivalProcess] = {"stationary": Stationary(), "trace": TraceShaped()}

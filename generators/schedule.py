@@ -297,41 +297,59 @@ def _session_bytes(s: Session) -> tuple[int, int]:
     return req, rsp
 
 
+def _conn_bytes(s: Session, t: float) -> list[tuple[float, int]]:
+    """(scheduled start, bytes both ways) of a session's connections if it starts at ``t``
+    (RREs follow each other by their gaps: a lower bound, transfer times are unknown)."""
+    out = []
+    for rre in s.rres:
+        t += rre.gap
+        out += [(t + c.offset, c.req_bytes + c.rsp_bytes) for c in rre.conns]
+    return out
+
+
 def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: float,
                    scale: float, target_mbps: float | None, n_servers: int,
-                   rng: np.random.Generator, counts: dict[str, int]) -> list[Session]:
+                   rng: np.random.Generator, counts: dict[str, int],
+                   cuts: tuple[float, ...] = ()) -> list[Session]:
     """Sessions (unmapped: no client, ``OBS:PORT`` servers) with their start times.
 
     Without a target, each application draws a Poisson count with the process's
-    mean. With one, the count is chosen by construction: sessions are drawn
-    (application by its share of the expected sessions) until their bytes, both
-    directions, are closest to ``target_mbps`` over the run; the process then
-    places them. Contents never depend on the times, so either way the sessions
-    are i.i.d. draws of the model.
+    mean. With one, the count is chosen by construction, segment by segment of
+    the run (``cuts``: e.g. the end of the warm-up, so the measured window gets its
+    share): sessions are drawn one by one (application by its share of the
+    expected sessions) and placed by the process inside the segment, until the
+    bytes of the connections scheduled to start in the segment (those of earlier
+    segments' sessions included) are closest to ``target_mbps`` over it. Contents
+    never depend on the times: the sessions are i.i.d. draws of the model.
     """
     expected = np.array([process.expected(a, duration_s, scale) for a in apps])
-    per_app: list[list[Session]] = [[] for _ in apps]
-    if target_mbps is None:
-        for k, app in enumerate(apps):
-            per_app[k] = [_draw_session(app, 0.0, "", n_servers, rng, counts)
-                          for _ in range(int(rng.poisson(expected[k])))]
-    elif expected.sum() > 0:
-        budget = target_mbps * 1e6 / 8 * duration_s
-        total = 0.0
+    edges = [0.0, *sorted(c for c in cuts if 0 < c < duration_s), duration_s]
+    drawn: list[Session] = []
+    for start, end in zip(edges[:-1], edges[1:], strict=True):
+        if target_mbps is None:
+            share = (end - start) / duration_s
+            for k, app in enumerate(apps):
+                n = int(rng.poisson(expected[k] * share))
+                sessions = [_draw_session(app, 0.0, "", n_servers, rng, counts)
+                            for _ in range(n)]
+                times = process.place(app, n, start, end, rng)
+                drawn += [Session(0, round(float(t), 9), "", s.rres)
+                          for t, s in zip(times, sessions, strict=True)]
+            continue
+        if expected.sum() <= 0:
+            continue
+        budget = target_mbps * 1e6 / 8 * (end - start)
+        total = float(sum(b for s in drawn for t, b in _conn_bytes(s, s.t) if start <= t < end))
         weights = expected / expected.sum()
         while total < budget:
             k = int(rng.choice(len(apps), p=weights))
             sess = _draw_session(apps[k], 0.0, "", n_servers, rng, counts)
-            size = sum(_session_bytes(sess))
-            if total + size - budget > budget - total and total > 0:
+            t0 = float(process.place(apps[k], 1, start, end, rng)[0])
+            inside = sum(b for t, b in _conn_bytes(sess, t0) if start <= t < end)
+            if total + inside - budget > budget - total and total > 0:
                 break  # this one would overshoot more than stopping short
-            per_app[k].append(sess)
-            total += size
-    drawn = []
-    for app, sessions in zip(apps, per_app, strict=True):
-        times = process.place(app, len(sessions), duration_s, rng)
-        drawn += [Session(0, round(float(t), 9), "", s.rres)
-                  for t, s in zip(times, sessions, strict=True)]
+            drawn.append(Session(0, round(t0, 9), "", sess.rres))
+            total += inside
     drawn.sort(key=lambda s: s.t)
     return drawn
 
@@ -381,12 +399,14 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
                    meta: dict[str, Any] | None = None, *, arrivals: str = "auto",
                    target_mbps: float | None = None,
                    client_rates: list[float | None] | None = None,
-                   server_rates: list[float | None] | None = None) -> Schedule:
+                   server_rates: list[float | None] | None = None,
+                   cuts: tuple[float, ...] = ()) -> Schedule:
     """Draw a schedule: each app's sessions over ``duration_s`` at ``scale`` x its trace rate.
 
     Session starts come from the arrival process ``arrivals``
     (:mod:`swell.generators.arrivals`); with ``target_mbps`` (payload, both
-    directions) the session count is chosen so the schedule offers that load.
+    directions) the session count is chosen so the schedule offers that load, in
+    each segment of the run between ``cuts`` (e.g. the warm-up and the window).
     Sessions are mapped onto the emulated hosts by :mod:`swell.generators.hostmap`
     (``*_rates``: each host's access link rate in Mbit/s, None for unlimited):
     the observed servers' popularity kept, no host asked for more than its link
@@ -403,7 +423,7 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     usable = [a for a in apps if a.name not in skipped]
     process = choose(arrivals, duration_s, max(a.trace_duration_s for a in usable))
     drawn = _draw_sessions(usable, process, duration_s, scale, target_mbps, len(servers),
-                           rng, counts)
+                           rng, counts, cuts)
     if not drawn:
         raise SwellError("model", f"zero sessions drawn in {duration_s} s at scale {scale}")
     sessions, hosts = _map_hosts(drawn, clients, servers, client_rates, server_rates,

@@ -373,7 +373,8 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     s_addrs, s_rates = split(servers)
     sched = build_schedule(apps, c_addrs, s_addrs, duration_s, seed, scale=scale,
                            arrivals=arrivals, target_mbps=target_mbps,
-                           client_rates=c_rates, server_rates=s_rates)
+                           client_rates=c_rates, server_rates=s_rates,
+                           cuts=(window_start_s,))
     sched.meta["window_start_s"] = window_start_s
     sched.meta["offered_window_mbps"] = offered_mbps(sched, window_start_s)
     return sched

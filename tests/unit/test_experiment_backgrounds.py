@@ -17,6 +17,7 @@ from swell.generators.arrivals import choose
 from swell.generators.models import VariantSpec, apply_variant
 from swell.generators.schedule import AppSamples, build_schedule, load_app_samples
 from swell.generators.swing import ProbePaths, host_warnings, pool_sizes, swing_schedule
+from swell.generators.swing_accounting import offered_by_direction
 from swell.placement import AccessLink, Endpoint, Local
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pcap"
@@ -39,11 +40,24 @@ def test_the_target_is_met_by_construction_for_every_seed(models):
     for seed in (1, 2, 3, 4, 5):
         a = swing_schedule(apps, CLIENTS[:8], ["10.2.0.1", "10.2.0.2"], 40.0, seed, scale, 3.3)
         b = swing_schedule(apps, CLIENTS[:8], ["10.2.0.1", "10.2.0.2"], 40.0, seed, scale, 3.3)
-        offered = sum(a.meta["offered_mbps"].values())
+        offered = sum(offered_by_direction(a, 0.0).values())
         assert a.seed == seed  # drawn once from the run's seed, never chosen among seeds
         # within one session's bytes of the budget (the model's largest is ~2.5 MB in 40 s)
-        assert abs(offered - 3.3) <= 0.6, offered
+        assert abs(offered - 3.3) <= 0.5, offered
         assert [s.rres for s in a.sessions] == [s.rres for s in b.sessions]
+
+
+def test_the_measured_window_gets_its_share(models):
+    apps, scale = load_app_samples(models[70.0])
+    asked = {"forward": 0.0, "reverse": 0.0}
+    for seed in range(1, 6):
+        sched = swing_schedule(apps, CLIENTS, [f"10.2.0.{i + 1}" for i in range(60)], 25.0,
+                               seed, scale, 70.0, window_start_s=5.0)
+        got = offered_by_direction(sched, 5.0)
+        assert abs(sum(got.values()) / 70.0 - 1) < 0.05, got
+        for d in asked:
+            asked[d] += got[d] / 5
+    assert asked["reverse"] > 10 * asked["forward"]  # the model's split, as drawn
 
 
 def test_without_a_target_the_count_is_poisson(models):
