@@ -2,12 +2,17 @@
 
 The I/O edge of :mod:`swell.analysis`: read captures (through
 ``swell.extract.reader``), call the pure functions, print a table, and write
-``*.json`` results and PNG/SVG plots into ``-o DIR``.
+``*.json`` results and PNG/SVG plots into ``-o DIR``. Inputs are checked
+first (a directory, FIFO or device is refused by name); ``-o`` must be a
+directory or not exist (files in it other than this command's are left
+alone); damage the reader met in a capture (skipped records, a cut end) is
+said on stderr and stored in the JSON under ``damage``.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +30,7 @@ from swell.analysis.fidelity import (
 )
 from swell.analysis.timeseries import direction_series, load_window
 from swell.errors import SwellError
-from swell.fsutil import write_json
+from swell.fsutil import check_output_dir, input_file, write_json
 
 DIRECTION_HELP = (
     "how packets are split into two directions: 'syn' (the SYN sender is the client: "
@@ -122,10 +127,34 @@ def _bin_s(args: argparse.Namespace) -> float:
     return args.bin_ms / 1e3
 
 
+def _inputs(args: argparse.Namespace, *paths: Path) -> None:
+    """Refuse unusable inputs and outputs before any work: a capture that is a
+    directory, FIFO or device; an ``-o`` that exists and is not a directory."""
+    for p in paths:
+        input_file(p, "capture")
+    if args.out is not None:
+        check_output_dir(args.out, f"{args.func.__name__.removeprefix('cmd_')} results")
+
+
+def _damage(*paths: Path) -> dict[str, dict]:
+    """Damage the reader met in each capture: said on stderr, returned for the JSON."""
+    from swell.extract.reader import last_damage
+
+    out = {}
+    for p in paths:
+        d = last_damage(p)
+        if d:
+            print(f"swell: warning: {d.one_line()}", file=sys.stderr)
+            out[str(p)] = d.to_json()
+    return out
+
+
 def cmd_energy(args: argparse.Namespace) -> int:
     bin_s = _bin_s(args)
+    _inputs(args, args.pcap)
     pk, dirs, (start_ns, end_ns) = load_window(args.pcap, args.direction, bin_s, args.start,
                                          args.duration)
+    damage = _damage(args.pcap)
     series = direction_series(pk, dirs, int(round(bin_s * 1e9)), start_ns, end_ns)
     results: dict[str, dict] = {}
     curves = []
@@ -147,7 +176,7 @@ def cmd_energy(args: argparse.Namespace) -> int:
         write_json(args.out / "energy.json", {"source": str(args.pcap), "unit": args.unit,
                                               "direction": args.direction, "bin_s": bin_s,
                                               "start_s": args.start, "duration_s": args.duration,
-                                              "series": results})
+                                              "series": results, "damage": damage})
         print(f"wrote {args.out / 'energy.json'}")
         if curves:
             fig = plots.plot_energy(curves, title=f"Energy plot: {args.pcap.name}",
@@ -186,15 +215,17 @@ def _octave_range(text: str) -> tuple[int, int]:
 def cmd_fidelity(args: argparse.Namespace) -> int:
     cfg = FidelityConfig(bin_s=_bin_s(args), vanishing_moments=args.vanishing_moments,
                          unit=args.unit, direction=args.direction, tolerance_pct=args.tolerance)
+    _inputs(args, args.original, args.generated)
     orig, dirs_o, grid_o = load_window(args.original, args.direction, cfg.bin_s, args.start,
                                  args.duration)
     gen, dirs_g, grid_g = load_window(args.generated, args.direction, cfg.bin_s, args.skip,
                                 args.duration)
+    damage = _damage(args.original, args.generated)
     result = fidelity(orig, gen, cfg, directions=(dirs_o, dirs_g), grids=(grid_o, grid_g))
     _ks(result, args)
     result.meta.update({"original": str(args.original), "generated": str(args.generated),
                         "skip_s": args.skip, "start_s": args.start,
-                        "duration_s": args.duration})
+                        "duration_s": args.duration, "damage": damage})
     print(format_table(result))
     if args.out:
         write_json(args.out / "fidelity.json", result.to_dict())

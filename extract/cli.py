@@ -1,9 +1,12 @@
 """``swell extract`` and ``swell model show|variant``.
 
-``swell extract TRACE -o MODEL`` streams the trace through the reader into the
-connection builder (progress bar over the file's bytes), fits the Swing model
-(:func:`swell.extract.model.fit_model`) and writes the model directory
-atomically; it then prints what could not be estimated and what was assumed.
+``swell extract TRACE -o MODEL`` refuses an OUTPUT that exists and is not a
+previous model (``--force`` replaces it; never the current directory), streams
+the trace through the reader into the connection builder (progress bar over
+the file's bytes), fits the Swing model (:func:`swell.extract.model.fit_model`)
+and writes the model directory atomically; it then prints what could not be
+estimated and what was assumed, and any damage the reader met (records skipped,
+a cut end: count and first offset, also stored in the model's provenance).
 ``--sensitivity`` adds the threshold sensitivity table (also stored in the
 model). The same thing as a function, for library code, is
 :func:`swell.extract.pipeline.extract_model` (no module imports this CLI module).
@@ -17,6 +20,7 @@ combine in that order) writes a transformed model.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,15 +29,18 @@ import numpy as np
 
 from swell.errors import SwellError
 from swell.extract import variants
+from swell.extract.model import FORMAT as MODEL_FORMAT
 from swell.extract.model import SwingModel, load_model, save_model
 from swell.extract.network import NET_PARAMS, SIDES
 from swell.extract.pipeline import extract_model
+from swell.extract.reader import last_damage
 from swell.extract.sessions import (
     APP_PARAMS,
     DEFAULT_RRE_GAP_S,
     DEFAULT_SESSION_TIMEOUT_S,
     Thresholds,
 )
+from swell.fsutil import check_output, input_file
 
 
 def _fmt(x: float) -> str:
@@ -129,9 +136,35 @@ def format_sensitivity(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def is_model_dir(path: Path) -> bool:
+    """Whether ``path`` holds a swell model (a previous ``-o`` of these commands)."""
+    try:
+        meta = json.loads((path / "model.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == MODEL_FORMAT
+
+
+def _output(args: argparse.Namespace) -> Path:
+    return check_output(args.output, is_previous=is_model_dir, what="swell model directory",
+                        force=args.force)
+
+
+def report_damage(path: str | Path, meta: dict[str, Any] | None = None) -> None:
+    """Say on stderr what the reader could not use in ``path`` (and record it in ``meta``)."""
+    damage = last_damage(path)
+    if damage:
+        print(f"swell: warning: {damage.one_line()}", file=sys.stderr)
+        if meta is not None:
+            meta["damage"] = damage.to_json()
+
+
 def _cmd_extract(args: argparse.Namespace) -> int:
     th = Thresholds(args.rre_gap, args.session_timeout)
+    _output(args)
+    input_file(args.trace, "capture")
     model = extract_model(args.trace, th, with_sensitivity=args.sensitivity)
+    report_damage(args.trace, model.meta["provenance"].setdefault("reader", {}))
     save_model(model, args.output)
     print(
         f"wrote {args.output}: {len(model.apps)} applications, "
@@ -173,6 +206,7 @@ def _cmd_variant(args: argparse.Namespace) -> int:
     )
     if len(m.meta.get("variants", [])) == n0:
         raise SwellError(args.model, "no transformation given (see swell model variant --help)")
+    _output(args)
     save_model(m, args.output)
     print(
         f"wrote {args.output}: variants {[v['name'] for v in m.meta['variants']]}, "
@@ -189,6 +223,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument("trace", help="pcap or pcapng file")
     p.add_argument("-o", "--output", required=True, help="model directory to write")
+    p.add_argument("--force", action="store_true",
+                   help="replace OUTPUT even when it is not a previous model")
     p.add_argument(
         "--rre-gap",
         type=float,
@@ -220,6 +256,8 @@ def register(sub: Any) -> None:
     v = msub.add_parser("variant", help="write a transformed model (DESIGN 2.1 variants)")
     v.add_argument("model", help="model directory")
     v.add_argument("-o", "--output", required=True, help="model directory to write")
+    v.add_argument("--force", action="store_true",
+                   help="replace OUTPUT even when it is not a previous model")
     v.add_argument("--scale", type=float, metavar="K", help="session arrival rate times K")
     v.add_argument(
         "--target-mbps",

@@ -13,7 +13,8 @@ The columns, their dtypes and the warning reasons are the contract of
 ``uint64`` columns (``hi``, ``lo``); IPv4 is stored as ``::ffff:a.b.c.d``.
 
 Bad input: a file that cannot be read as a capture at all raises
-:class:`TraceError` (one line naming the file). Everything else is a counted
+:class:`TraceError` (one line naming the file); so does a FIFO, socket or
+device (a pipe with no writer would block forever). Everything else is a counted
 warning in :attr:`Trace.warnings`; reasons in :data:`SKIP_REASONS` count
 packets that were *not* returned (truncated last record, corrupt record,
 unknown pcapng interface), all others annotate packets that were returned.
@@ -46,6 +47,7 @@ length 0 (segmentation offload) is taken from the frame length.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ipaddress
 import os
@@ -58,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from swell.errors import SwellError
+from swell.fsutil import input_file
 from swell.native import native_artifact
 
 # Packets per chunk: bounds memory; 2^17 reads and extracts a few % faster than 2^18
@@ -247,6 +250,7 @@ def _lib() -> ctypes.CDLL:
                 ctypes.c_int32,
             ),
             "swell_pcap_offset": ([vp], ctypes.c_uint64),
+            "swell_pcap_first_damage": ([vp], ctypes.c_uint64),
             "swell_pcap_digest": ([vp, vp, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int32),
             "swell_pcap_close": ([vp], None),
         }
@@ -295,6 +299,8 @@ class Trace:
 
     def close(self) -> None:
         if getattr(self, "_h", None) is not None:
+            with contextlib.suppress(Exception):
+                _LAST_DAMAGE[self.path] = self.damage
             self._lib.swell_pcap_close(self._h)
             self._h = None
 
@@ -397,6 +403,14 @@ class Trace:
         return {name: int(c) for name, c in zip(names, counts, strict=True) if c}
 
     @property
+    def damage(self) -> Damage:
+        """What was not returned so far (skipped records, damaged blocks, a cut end)."""
+        w = self.warnings
+        first = int(self._lib.swell_pcap_first_damage(self._handle()))
+        return Damage(self.path, {r: c for r, c in w.items() if r in DAMAGE_REASONS},
+                      self.skipped, None if first == (1 << 64) - 1 else first)
+
+    @property
     def skipped(self) -> int:
         """Packets seen in the file but not returned (each counted in a warning)."""
         skip = _skip_reasons()
@@ -404,15 +418,53 @@ class Trace:
 
 
 SKIP_REASONS = ("truncated_last_record", "corrupt_record", "bad_interface_id")
+DAMAGE_REASONS = SKIP_REASONS + ("truncated_block", "corrupt_block", "resync_skipped_bytes")
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Damage the reader met in a file: reason -> count (packets, blocks or bytes for
+    ``resync_skipped_bytes``), packets not returned, and the file offset of the first."""
+
+    path: str
+    reasons: dict[str, int]
+    skipped_packets: int
+    first_offset: int | None
+
+    def __bool__(self) -> bool:
+        return bool(self.reasons)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reasons": self.reasons, "skipped_packets": self.skipped_packets,
+                "first_offset": self.first_offset}
+
+    def one_line(self) -> str:
+        """``damaged capture: ...`` for the screen (empty when there was no damage)."""
+        if not self:
+            return ""
+        where = f", first at byte {self.first_offset:,}" if self.first_offset is not None else ""
+        why = ", ".join(f"{r} {c:,}" for r, c in sorted(self.reasons.items()))
+        return (f"{self.path}: damaged capture: {self.skipped_packets:,} packets not "
+                f"returned ({why}){where}")
+
+
+# Path -> the damage a Trace of it had met when it was closed: commands that read a
+# trace through other modules report it without a second pass (see last_damage).
+_LAST_DAMAGE: dict[str, Damage] = {}
+
+
+def last_damage(path: str | os.PathLike[str]) -> Damage | None:
+    """The damage met by the last :class:`Trace` of ``path`` closed in this process."""
+    return _LAST_DAMAGE.get(str(Path(path)))
 
 
 def open_trace(path: str | os.PathLike[str]) -> Trace:
     """Open a pcap or pcapng file; raises :class:`TraceError` if it is unusable."""
     p = Path(path)
-    if not p.exists():
-        raise TraceError(p, "no such file")
-    if p.is_dir():
-        raise TraceError(p, "is a directory, not a capture file")
+    try:
+        input_file(p, "capture")
+    except SwellError as exc:  # missing, a directory, a FIFO or device, unreadable
+        raise TraceError(p, exc.message) from None
     lib = _lib()
     err = ctypes.create_string_buffer(_ERRLEN)
     handle = lib.swell_pcap_open(os.fsencode(p), err, _ERRLEN)

@@ -2,8 +2,10 @@
 ``swell trace compose OUT SRC... [--copies K] [--span S] [--seed N]``.
 
 ``info`` is a thin layer over :func:`swell.extract.traceinfo.summarize`;
-unusable files surface as the reader's one-line
-:class:`~swell.extract.reader.TraceError`. ``compose`` merges single-user
+unusable files (and FIFOs, devices) surface as the reader's one-line
+:class:`~swell.extract.reader.TraceError`; the offset of the first damaged
+record is printed below the warnings. ``compose`` refuses an OUT that exists
+and is not a capture (``--force`` replaces it). ``compose`` merges single-user
 captures into a many-user composite (:mod:`swell.extract.compose`).
 """
 
@@ -12,9 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
+from swell.extract.reader import last_damage
 from swell.extract.traceinfo import format_table, summarize
+from swell.fsutil import check_output
+
+# pcap (both byte orders, micro- and nanosecond) and pcapng section header.
+PCAP_MAGICS = {bytes.fromhex(h) for h in ("d4c3b2a1", "a1b2c3d4", "4d3cb2a1", "a1b23c4d",
+                                          "0a0d0d0a")}
 
 INFO_EPILOG = """\
 Counts come from one streaming pass (bounded memory, native parser). Anomalies
@@ -61,25 +70,45 @@ def register(subparsers: Any) -> None:
     comp.add_argument("--copies", type=int, default=16, help="copies of each source (16)")
     comp.add_argument("--span", type=float, default=120.0, help="composite length, s (120)")
     comp.add_argument("--seed", type=int, default=7, help="seed of the time offsets (7)")
+    comp.add_argument("--force", action="store_true",
+                      help="replace OUT even when it is not a capture")
     comp.set_defaults(func=cmd_compose)
     trace.set_defaults(func=lambda _args: (trace.print_help(), 2)[1])
 
 
 def cmd_info(args: argparse.Namespace) -> int:
     s = summarize(args.file)
+    damage = last_damage(args.file)
     if args.json:
-        json.dump(s.to_json(), sys.stdout, indent=2)
+        out = s.to_json()
+        if damage:
+            out["damage"] = damage.to_json()
+        json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(format_table(s))
+        table = format_table(s)
+        print(table)
+        if damage and damage.first_offset is not None:
+            first = table.splitlines()[0]
+            width = len(first) - len(first.split()[-1]) if first.split() else 32
+            print(f"{'first damage at byte':<{width}}{damage.first_offset:,}")
     return 0
 
 
-def cmd_compose(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def _is_capture(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+    except OSError:
+        return False
+    return magic in PCAP_MAGICS
 
+
+def cmd_compose(args: argparse.Namespace) -> int:
     from swell.extract.compose import build
 
+    check_output(args.out, is_previous=_is_capture, what="capture", force=args.force,
+                 directory=False)
     info = build(Path(args.out), [Path(p) for p in args.sources], args.copies, args.span,
                  args.seed)
     for src in info["sources"]:

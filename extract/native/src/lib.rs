@@ -294,6 +294,17 @@ pub unsafe extern "C" fn swell_pcap_close(h: *mut Handle) {
 
 /// Bytes of the file consumed so far (for progress display).
 ///
+/// File offset of the first damaged record or block, `u64::MAX` when none.
+///
+/// # Safety
+/// `h` comes from an open call.
+#[no_mangle]
+pub unsafe extern "C" fn swell_pcap_first_damage(h: *const Handle) -> u64 {
+    h.as_ref()
+        .and_then(|h| h.reader.first_damage)
+        .unwrap_or(u64::MAX)
+}
+
 /// # Safety
 /// `h` comes from an open call.
 #[no_mangle]

@@ -24,6 +24,8 @@ const MAX_BLOCK: usize = 64 << 20;
 /// file's snap length allows them.
 const RESYNC_MAX_CAPLEN: usize = 262_144;
 const RESYNC_WINDOW: usize = 1 << 20;
+/// Consecutive plausible record headers that mark a resync point.
+const RESYNC_CHAIN: usize = 4;
 const DAY_NS: i64 = 86_400 * 1_000_000_000;
 const SHB: u32 = 0x0A0D_0D0A;
 
@@ -95,6 +97,9 @@ pub struct Reader {
     pub snaplen: u32,
     pub stats: Stats,
     done: bool,
+    /// File offset of the first damage (a record or block not returned, a
+    /// truncated end): what the commands report beside the counts.
+    pub first_damage: Option<u64>,
 }
 
 #[inline]
@@ -185,6 +190,7 @@ impl Reader {
             be: false,
             ifaces: Vec::new(),
             section_base: 0,
+            first_damage: None,
             snaplen: 0,
             stats: Stats::default(),
             done: false,
@@ -255,9 +261,14 @@ impl Reader {
 
     fn finish(&mut self, w: Option<Warn>) {
         if let Some(w) = w {
-            self.stats.warnings.add(w);
+            self.damage(w);
         }
         self.done = true;
+    }
+
+    /// Count a damage warning and remember where the first one was.
+    fn damage(&mut self, w: Warn) {
+        damage_at(&mut self.stats, &mut self.first_damage, self.src.offset, w);
     }
 
     fn read_pcap(&mut self, cols: &mut impl Sink, nano: bool, modified: bool) -> io::Result<usize> {
@@ -273,8 +284,10 @@ impl Reader {
             }
             let h = self.src.peek(hl);
             let caplen = rd32(be, h, 8) as usize;
-            if caplen > self.max_caplen() {
-                self.stats.warnings.add(Warn::CorruptRecord);
+            let suspect = caplen > rd32(be, h, 12) as usize
+                || (self.snaplen > 0 && caplen > self.snaplen as usize);
+            if caplen > self.max_caplen() || (suspect && !self.record_follows(hl, nano, caplen)?) {
+                self.damage(Warn::CorruptRecord);
                 if !self.resync(hl, nano)? {
                     self.finish(None);
                     break;
@@ -307,9 +320,13 @@ impl Reader {
     }
 
     /// After a corrupt record header, skip to the next offset (within
-    /// `RESYNC_WINDOW` bytes) where two consecutive record headers look valid
-    /// (or one that ends exactly at the end of the file). Skipped bytes are
-    /// counted; false when no such offset is found.
+    /// `RESYNC_WINDOW` bytes) where a chain of `RESYNC_CHAIN` consecutive record
+    /// headers looks valid (or a shorter chain that ends exactly at the end of
+    /// the file). The first candidate is where the record would end if its wire
+    /// length were its captured length (a record whose length field alone was
+    /// damaged then costs exactly one packet); then every offset in order. One
+    /// plausible header inside a payload is common; a chain of them is not.
+    /// Skipped bytes are counted; false when no such offset is found.
     fn resync(&mut self, hl: usize, nano: bool) -> io::Result<bool> {
         let whole = !self.src.fill(RESYNC_WINDOW)?;
         let avail = self.src.available();
@@ -317,22 +334,33 @@ impl Reader {
         let prev_sec = self.stats.prev_ts.map(|t| t.div_euclid(1_000_000_000));
         let limit = self.max_caplen();
         let ok = |h: &[u8]| plausible_header(self.be, nano, limit, prev_sec, h);
-        let mut found = None;
-        for p in 1..avail.saturating_sub(hl) {
-            let Some(caplen) = ok(&buf[p..p + hl]) else {
-                continue;
-            };
-            let next = p + hl + caplen;
-            let follows = next + hl <= avail && ok(&buf[next..next + hl]).is_some();
-            if follows || (whole && next == avail) {
-                found = Some(p);
-                break;
-            }
-        }
+        let chain = |p: usize| header_chain(buf, whole, hl, p, &ok);
+        let wirelen = rd32(self.be, buf, 12) as usize;
+        let hint = (wirelen <= limit).then_some(hl + wirelen);
+        let found = hint
+            .filter(|&p| p < avail && chain(p))
+            .or_else(|| (1..avail.saturating_sub(hl)).find(|&p| chain(p)));
         let skip = found.unwrap_or(0);
         self.stats.warnings.counts[Warn::ResyncSkippedBytes as usize] += skip as u64;
         self.src.consume(skip);
         Ok(found.is_some())
+    }
+
+    /// Whether a record whose captured length exceeds its wire length or the
+    /// file's snap length (allowed, but also what a damaged length looks like) is
+    /// followed by a chain of plausible headers, or ends the file exactly.
+    fn record_follows(&mut self, hl: usize, nano: bool, caplen: usize) -> io::Result<bool> {
+        let want = hl + caplen + RESYNC_CHAIN * (hl + self.snaplen.max(1) as usize);
+        let whole = !self
+            .src
+            .fill(want.min(RESYNC_WINDOW.max(hl + caplen + hl)))?;
+        let avail = self.src.available();
+        let buf = self.src.peek(avail);
+        let prev_sec = self.stats.prev_ts.map(|t| t.div_euclid(1_000_000_000));
+        let limit = self.max_caplen();
+        let ok = |h: &[u8]| plausible_header(self.be, nano, limit, prev_sec, h);
+        let next = hl + caplen;
+        Ok((whole && next == avail) || (next < avail && header_chain(buf, whole, hl, next, &ok)))
     }
 
     fn read_pcapng(&mut self, cols: &mut impl Sink) -> io::Result<usize> {
@@ -391,7 +419,12 @@ impl Reader {
         let be = self.be;
         let b = self.src.peek(blen);
         if rd32(be, b, blen - 4) as usize != blen {
-            self.stats.warnings.add(Warn::CorruptBlock);
+            damage_at(
+                &mut self.stats,
+                &mut self.first_damage,
+                self.src.offset,
+                Warn::CorruptBlock,
+            );
         }
         let (local, ts_units, caplen, wirelen, data_off) = match btype {
             1 => {
@@ -400,12 +433,22 @@ impl Reader {
                     self.snaplen = self.snaplen.max(iface.snaplen);
                     self.ifaces.push(iface);
                 } else {
-                    self.stats.warnings.add(Warn::CorruptBlock);
+                    damage_at(
+                        &mut self.stats,
+                        &mut self.first_damage,
+                        self.src.offset,
+                        Warn::CorruptBlock,
+                    );
                 }
                 return false;
             }
             6 | 2 if blen < 32 => {
-                self.stats.warnings.add(Warn::CorruptRecord);
+                damage_at(
+                    &mut self.stats,
+                    &mut self.first_damage,
+                    self.src.offset,
+                    Warn::CorruptRecord,
+                );
                 return false;
             }
             6 | 2 => {
@@ -434,18 +477,33 @@ impl Reader {
                 (0, None, caplen, wirelen, 12)
             }
             3 => {
-                self.stats.warnings.add(Warn::CorruptRecord);
+                damage_at(
+                    &mut self.stats,
+                    &mut self.first_damage,
+                    self.src.offset,
+                    Warn::CorruptRecord,
+                );
                 return false;
             }
             _ => return false,
         };
         if caplen > blen - data_off - 4 {
-            self.stats.warnings.add(Warn::CorruptRecord);
+            damage_at(
+                &mut self.stats,
+                &mut self.first_damage,
+                self.src.offset,
+                Warn::CorruptRecord,
+            );
             return false;
         }
         let gi = self.section_base + local;
         let Some(iface) = self.ifaces.get(gi).filter(|_| gi <= u16::MAX as usize) else {
-            self.stats.warnings.add(Warn::BadInterfaceId);
+            damage_at(
+                &mut self.stats,
+                &mut self.first_damage,
+                self.src.offset,
+                Warn::BadInterfaceId,
+            );
             return false;
         };
         let ts_ns = match ts_units {
@@ -488,6 +546,35 @@ impl Reader {
             .filter(|&l| !linktype_known(l))
             .collect()
     }
+}
+
+/// Count a damage warning; the first one's file offset is kept.
+fn damage_at(stats: &mut Stats, first: &mut Option<u64>, offset: u64, w: Warn) {
+    stats.warnings.add(w);
+    first.get_or_insert(offset);
+}
+
+/// Whether `RESYNC_CHAIN` plausible record headers follow one another from `p`
+/// in `buf` (fewer when they end exactly at the end of a `whole` file). A chain
+/// running past the end of a partial buffer counts as found.
+fn header_chain(
+    buf: &[u8],
+    whole: bool,
+    hl: usize,
+    p: usize,
+    ok: &impl Fn(&[u8]) -> Option<usize>,
+) -> bool {
+    let mut at = p;
+    for _ in 0..RESYNC_CHAIN {
+        if at + hl > buf.len() {
+            return (whole && at == buf.len() && at > p) || (!whole && at > p);
+        }
+        match ok(&buf[at..at + hl]) {
+            Some(caplen) => at += hl + caplen,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// A record header that could be real: sane lengths, sub-second field in
@@ -611,5 +698,36 @@ mod tests {
             open(pcap(false, &[])).ok().map(|r| r.ifaces[0].linktype),
             Some(101)
         );
+    }
+
+    /// One damaged length field costs one packet: the reader resyncs at the next
+    /// real record, not at a plausible-looking header inside a payload.
+    #[test]
+    fn corrupt_length_costs_one_packet() {
+        // Payloads that hold one plausible record header each (a trap for a
+        // resync that trusts a single header).
+        let mut payload = vec![0u8; 60];
+        for (k, w) in [1u32, 0, 20, 20].iter().enumerate() {
+            payload[8 + 4 * k..12 + 4 * k].copy_from_slice(&w.to_le_bytes());
+        }
+        let recs: Vec<(u32, u32, &[u8])> = (0..20).map(|i| (1 + i, 0, &payload[..])).collect();
+        let mut data = pcap(false, &recs);
+        let bad = 24 + 5 * (16 + payload.len());
+        data[bad + 8..bad + 12].copy_from_slice(&200_000u32.to_le_bytes());
+        let Ok(mut r) = open(data.clone()) else {
+            panic!("valid pcap")
+        };
+        let mut cols = OwnedColumns::with_capacity(64);
+        assert_eq!(r.read(&mut cols.view()).unwrap(), 19);
+        assert_eq!(r.stats.warnings.get(Warn::CorruptRecord), 1);
+        assert_eq!(r.stats.warnings.get(Warn::ResyncSkippedBytes), 76);
+        assert_eq!(r.first_damage, Some(bad as u64));
+        // Wire length damaged too: found by scanning, still one packet lost.
+        data[bad + 12..bad + 16].copy_from_slice(&300_000u32.to_le_bytes());
+        let Ok(mut r) = open(data) else {
+            panic!("valid pcap")
+        };
+        assert_eq!(r.read(&mut cols.view()).unwrap(), 19);
+        assert_eq!(r.stats.warnings.get(Warn::ResyncSkippedBytes), 76);
     }
 }
