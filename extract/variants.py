@@ -10,6 +10,8 @@ always says how it was derived.
   (:meth:`SwingModel.mean_rate_bps`) reaches a target.
 * :func:`scale_responses` multiplies every response size by ``k`` (RSP2, RSP4);
   the per-application byte totals in the metadata follow.
+* :func:`scale_requests` multiplies every request size by ``k`` (a heavier
+  client -> server direction with the same responses: Fig. 13's reverse-path load).
 * :func:`constant_rtt` sets every round trip to a constant (high burst "HB":
   4 ms): each access link's one-way delay becomes ``rtt / 4``, so a path
   client link + server link, traversed both ways, adds up to ``rtt``.
@@ -70,6 +72,18 @@ def scale_responses(model: SwingModel, k: float) -> SwingModel:
     return _record(m, "scale_responses", k=k)
 
 
+def scale_requests(model: SwingModel, k: float) -> SwingModel:
+    """Request sizes times ``k`` (more load client -> server, responses unchanged)."""
+    if not k > 0:
+        raise SwellError("--req", f"factor must be positive, got {k}")
+    m = model.copy()
+    for app in m.apps:
+        key = f"app/{app}/reqSize"
+        m.arrays[key] = np.rint(m.arrays[key] * k).astype(np.int64)
+        m.meta["apps"][app]["bytes_c2s"] = int(round(m.meta["apps"][app]["bytes_c2s"] * k))
+    return _record(m, "scale_requests", k=k)
+
+
 def constant_rtt(model: SwingModel, rtt_s: float = 0.004) -> SwingModel:
     """Every RTT set to ``rtt_s`` (HB: 4 ms): one-way access delays of ``rtt_s / 4``."""
     if not rtt_s >= 0:
@@ -104,12 +118,12 @@ def cap_capacity(model: SwingModel, cap_bps: float) -> SwingModel:
 
 def apply(model: SwingModel, scale: float | None = None, target_mbps: float | None = None,
           rsp: float | None = None, hb_rtt_ms: float | None = None, zero_think_times: bool = False,
-          cap_mbps: float | None = None) -> SwingModel:
+          cap_mbps: float | None = None, req: float | None = None) -> SwingModel:
     """Several transformations in the one order swell uses everywhere.
 
     Session scaling comes first, so ``target_mbps`` is the load of the model as
     extracted and the others act on top (RSP2 of a 3.3 Mbit/s model offers
-    6.6 Mbit/s); then response sizes, zero think time, constant RTT, capped capacity.
+    6.6 Mbit/s); then response sizes, request sizes, zero think time, constant RTT, capped capacity.
     """
     m = model
     if scale is not None:
@@ -118,6 +132,8 @@ def apply(model: SwingModel, scale: float | None = None, target_mbps: float | No
         m = scale_to_rate(m, target_mbps * 1e6)
     if rsp is not None:
         m = scale_responses(m, rsp)
+    if req is not None:
+        m = scale_requests(m, req)
     if zero_think_times:
         m = zero_think(m)
     if hb_rtt_ms is not None:

@@ -27,6 +27,7 @@ class VariantSpec(StrictModel):
     scale: float | None = Field(None, gt=0, description="session arrival rate x k")
     target_mbps: float | None = Field(None, gt=0, description="scale sessions to this mean rate")
     rsp: float | None = Field(None, gt=0, description="response sizes x k")
+    req: float | None = Field(None, gt=0, description="request sizes x k (client -> server)")
     hb_rtt_ms: float | None = Field(None, gt=0, description="every RTT set to this (HB: 4 ms)")
     zero_think: bool = False
     cap_mbps: float | None = Field(None, gt=0, description="cap every access link at this rate")
@@ -86,7 +87,7 @@ def apply_variant(model_dir: Path, variant: VariantSpec | None, cache: Path) -> 
         return dest
     m = v.apply(load_model(model_dir), scale=variant.scale, target_mbps=variant.target_mbps,
                 rsp=variant.rsp, hb_rtt_ms=variant.hb_rtt_ms, zero_think_times=variant.zero_think,
-                cap_mbps=variant.cap_mbps)
+                cap_mbps=variant.cap_mbps, req=variant.req)
     save_model(m, dest)
     return dest
 

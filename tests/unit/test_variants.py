@@ -51,6 +51,17 @@ def test_rsp(model: SwingModel) -> None:
     _same_except(model, v, {"rspSize"})
 
 
+def test_req(model: SwingModel) -> None:
+    v = variants.scale_requests(model, 10)
+    for app in model.apps:
+        assert np.array_equal(v.samples(app, "reqSize"), 10 * model.samples(app, "reqSize"))
+        assert np.array_equal(v.samples(app, "rspSize"), model.samples(app, "rspSize"))
+        assert v.meta["apps"][app]["bytes_c2s"] == 10 * model.meta["apps"][app]["bytes_c2s"]
+    _same_except(model, v, {"reqSize"})
+    both = variants.apply(model, target_mbps=10, req=10)
+    assert both.meta["variants"][-1]["name"] == "scale_requests"
+
+
 def test_hb_zero_think_cap(model: SwingModel, tmp_path: Path) -> None:
     v = variants.constant_rtt(model, 0.004)
     for side in ("client", "server"):
