@@ -175,6 +175,30 @@ def _fill(values: dict[str, dict[str, np.ndarray]], ev: Evidence, net: NetworkMo
                 net.assumed.append(f"net/{side}/{param} = {ASSUMED[param]:g} for every host")
 
 
+SYN_RTO_S = 1.0  # Linux's (RFC 6298) initial SYN retransmission timeout
+
+
+def implausible_rtts(rtt: np.ndarray, net: NetworkModel) -> np.ndarray:
+    """One-sided RTTs (SYN -> client ACK) without those a lost SYN or SYN/ACK inflated.
+
+    With the SYN/ACK unseen, a retransmitted or duplicated SYN (the first copy's
+    time kept) or a delayed first ACK adds a retransmission timeout to the
+    estimate: an RTT at or above the initial SYN timeout is far more often such
+    a retransmission than a real path. Those are left out (the hosts get the
+    fallback draws) and reported, instead of being emulated as multi-second paths.
+    """
+    out = np.array(rtt, dtype=float, copy=True)
+    bad = out >= SYN_RTO_S
+    seen = int((~np.isnan(out)).sum())
+    if bad.any():
+        out[bad] = np.nan
+        net.assumed.append(
+            f"{int(bad.sum())} of {seen} one-sided RTT estimates are at or above the "
+            f"{SYN_RTO_S:g} s initial SYN timeout (a retransmitted or duplicate SYN, or a "
+            "delayed first ACK, measured from the first SYN): left out as implausible")
+    return out
+
+
 def estimate_network(
     table: ConnTable, pair_hist: dict[int, int], ev: Evidence | None = None
 ) -> NetworkModel:
@@ -186,7 +210,7 @@ def estimate_network(
     server_leg = c["server_leg"]
     no_synack = np.isnan(server_leg).all() and (~np.isnan(c["one_sided_rtt"])).any()
     if no_synack:
-        server_leg = c["one_sided_rtt"]
+        server_leg = implausible_rtts(c["one_sided_rtt"], net)
         net.assumed.append(
             "no SYN/ACK seen (one direction captured): server delay = half "
             "of SYN -> client ACK, i.e. the monitor is assumed next to the clients"
