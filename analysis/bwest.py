@@ -188,8 +188,9 @@ def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5, noise: float
     """Excursions of a chirp's queuing delays: (start, end) pairs that ended, and the
     start of the last one if it runs to the end of the chirp (else None).
 
-    An excursion also ends once the delay is back within ``noise`` of its start, so a
-    start on a low stamp-noise sample does not run on into the real queue build-up."""
+    An excursion also ends when three packets after its start the delay has not risen
+    beyond ``noise``, so a start on a low stamp-noise sample does not run on into the
+    real queue build-up (a real one grows faster once the rates pass A)."""
     n = len(q)
     done: list[tuple[int, int]] = []
     i = 0
@@ -201,7 +202,7 @@ def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5, noise: float
         j = i + 1
         while j < n:
             peak = max(peak, q[j] - q[i])
-            if q[j] - q[i] < max(peak / decrease, noise):
+            if q[j] - q[i] < peak / decrease or (j - i >= 3 and peak <= noise):
                 break
             j += 1
         if j >= n:

@@ -85,8 +85,8 @@ class ChirpSpec(EstimatorSpec):
     smooth: int = Field(11, ge=1, description="chirps averaged per reported estimate")
     decrease: float = Field(1.5, gt=1.0, description="excursion end: fall back within 1/F")
     busy: int = Field(5, ge=2, description="shortest excursion (packets) that counts")
-    noise_us: float = Field(5.0, ge=0, description="delay noise floor: an excursion ends "
-                            "once back within it of its start")
+    noise_us: float = Field(10.0, ge=0, description="delay noise floor: no rise beyond it "
+                            "three packets on ends an excursion")
 
 
 class PathloadSpec(EstimatorSpec):
@@ -303,7 +303,12 @@ class ChirpLoop:
             t = prober.train(s.packet_bytes, gaps)
             seqs, tx, rx = t.arrays()
             value = math.nan
-            if len(seqs) == t.sent:  # a chirp with a loss is discarded (as pathChirp does)
+            sent_gaps = np.diff(tx)
+            jitter = np.abs(sent_gaps - gaps[:len(sent_gaps)]) if len(seqs) == t.sent else None
+            # A chirp with a loss, or one the sender could not space as planned (it was
+            # descheduled: the late packets then leave back to back), is discarded, as
+            # pathChirp discards chirps with a context switch.
+            if jitter is not None and np.all(jitter <= 0.15 * gaps + 2000):
                 value = est.chirp_estimate(tx, rx, s.packet_bytes, s.decrease, s.busy,
                                            s.noise_us * 1e3)
             chirp = {"t": t.first_tx / 1e9, "t_end": t.last_tx / 1e9,
