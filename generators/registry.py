@@ -18,6 +18,7 @@ from swell.generators.nothing import FixedLoss, NoBackground, NoForeground
 from swell.generators.playback import TpbKind, UpbKind
 from swell.generators.replay import ReplayKind
 from swell.generators.swing import SwingKind
+from swell.generators.video import VideoKind
 from swell.generators.web import HttperfKind
 
 BACKGROUNDS: dict[str, type[TrafficKind]] = {
@@ -39,6 +40,7 @@ FOREGROUNDS: dict[str, type[TrafficKind]] = {
     "chirp": ChirpKind,
     "pathload": PathloadKind,
     "pathchirp": PathchirpKind,
+    "video": VideoKind,
 }
 
 TABLES: dict[Role, dict[str, type[TrafficKind]]] = {
