@@ -1,4 +1,10 @@
-"""``swell run``, ``swell report`` and ``swell check`` (experiment files)."""
+"""``swell run``, ``swell report`` and ``swell check`` (experiment files).
+
+``swell check`` goes as far as a run goes without the host
+(:mod:`swell.experiments.check`); ``swell run --cleanup`` removes a killed
+run's leftovers first; ``swell report -o DIR --force`` replaces a DIR that is
+not a previous report.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from swell.experiments.report import make_report
     from swell.experiments.runner import run_experiment
 
-    study = run_experiment(args.experiment, args.output, full=args.full, engine=args.engine)
+    study = run_experiment(args.experiment, args.output, full=args.full, engine=args.engine,
+                           cleanup=args.cleanup)
     print(f"study: {study}")
     if not args.no_report:
         print(f"report: {make_report(study)}")
@@ -20,20 +27,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from swell.experiments.report import make_report
 
-    print(make_report(args.study, args.output))
+    print(make_report(args.study, args.output, force=args.force))
     return 0
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from swell.experiments.schema import expand_runs, load_experiment
+    from swell.experiments.check import check_experiment
 
     for path in args.experiments:
-        exp = load_experiment(path, full=args.full)
-        runs = expand_runs(exp, path)
-        labels = sorted({r.label for r in runs})
-        total = sum(r.spec.duration_s + r.spec.warmup_s for r in runs)
-        print(f"{path}: ok: {len(labels)} configurations x {exp.repetitions} repetitions = "
-              f"{len(runs)} runs, about {total / 60:.1f} min of traffic")
+        s = check_experiment(path, full=args.full)
+        print(f"{path}: ok: {s.configurations} configurations x {s.repetitions} repetitions "
+              f"= {s.runs} runs, about {s.traffic_s / 60:.1f} min of traffic")
     return 0
 
 
@@ -50,6 +54,8 @@ def register(sub: Any) -> None:
                    "(the paper's full durations)")
     p.add_argument("--engine", choices=["auto", "netem", "native"], help="override the engine")
     p.add_argument("--no-report", action="store_true", help="skip writing the report")
+    p.add_argument("--cleanup", action="store_true", help="remove a killed run's leftovers "
+                   "(as 'swell cleanup' does) instead of refusing to start beside them")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("report", help="plots and an HTML page from a study's results.json",
@@ -57,6 +63,8 @@ def register(sub: Any) -> None:
                        "re-plotted.")
     p.add_argument("study", help="study directory or results.json")
     p.add_argument("-o", "--output", help="report directory (default: STUDY/report)")
+    p.add_argument("--force", action="store_true",
+                   help="replace OUTPUT even when it is not a previous report")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("check", help="validate experiment files without running them")

@@ -14,6 +14,10 @@ study can be re-plotted. Writes into ``<study>/report/``:
   standard deviation over repetitions;
 * ``index.html``: every plot (PNG embedded as data, so the page is one file)
   and a table of the numbers, with what the study was and where it ran.
+
+The whole directory is built beside its place and swapped in at the end
+(:func:`swell.fsutil.atomic_dir`): Ctrl-C or a kill while plotting leaves the
+previous report, and no temporary survives the next report.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from swell.analysis import plots as P
 from swell.analysis.energy import EnergyPlot, hurst_estimate
 from swell.analysis.metrics import SLOWDOWN_STATS, slowdown, summary
 from swell.experiments.results import baseline_for, baseline_label, group_runs, load_results
-from swell.fsutil import write_text
+from swell.fsutil import atomic_dir, check_output
 from swell.generators import registry
 from swell.generators.kind import ReportPart
 
@@ -223,12 +227,32 @@ CAPTIONS = {
 }
 
 
-def make_report(results: str | Path, out: str | Path | None = None) -> Path:
-    """Plots and ``index.html`` for a study; returns the page's path."""
+def _is_report(path: Path) -> bool:
+    return (path / "index.html").is_file()
+
+
+def make_report(results: str | Path, out: str | Path | None = None,
+                force: bool = False) -> Path:
+    """Plots and ``index.html`` for a study; returns the page's path.
+
+    The report is written into a temporary directory beside ``out`` and swapped in
+    whole, so an interrupted report leaves the previous one (or none), never half
+    of one. An ``out`` that holds something other than a report is refused unless
+    ``force``."""
     data = load_results(results)
     study = Path(results) if Path(results).is_dir() else Path(results).parent
-    out = Path(out) if out else study / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    if out is None:
+        out = study / "report"  # the study's own: always replaced
+    else:
+        out = check_output(out, is_previous=_is_report, what="swell report", force=force)
+    out = Path(out)
+    with atomic_dir(out) as work:
+        _write_report(data, work)
+    return out / "index.html"
+
+
+def _write_report(data: dict[str, Any], out: Path) -> None:
+    """Every figure and the page, into ``out`` (a fresh directory)."""
     groups = group_runs(data)
     base = baseline_label(data)
     wanted = set((data.get("experiment") or {}).get("plots") or ("energy", "timeseries", "cdf",
@@ -276,6 +300,4 @@ def make_report(results: str | Path, out: str | Path | None = None) -> Path:
             f"{''.join(f'<li>{html.escape(x)}</li>' for x in _findings(groups))}</ul>"
             f"<h2>Numbers</h2>{_table(groups, slow)}{''.join(p.html for p in parts)}"
             f"<h2>Plots</h2>{''.join(_img(p, c) for p, c in figures)}</body></html>\n")
-    dest = out / "index.html"
-    write_text(dest, page)
-    return dest
+    (out / "index.html").write_text(page, encoding="utf-8")

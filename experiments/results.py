@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from swell.errors import SwellError
-from swell.fsutil import write_json
+from swell.fsutil import input_file, write_json
 
 RESULTS_FORMAT = "swell-results"
 RESULTS_VERSION = 1
@@ -33,18 +33,27 @@ RESULTS_VERSION = 1
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SwellError(path, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise SwellError(path, f"cannot read: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise SwellError(path, f"not valid JSON (line {exc.lineno}): {exc.msg}") from None
 
 
-def assemble_results(study: Path) -> Path:
-    """Write ``results.json`` from the study's finished runs (atomically)."""
+def assemble_results(study: Path, wanted: dict[tuple[str, int], str] | None = None) -> Path:
+    """Write ``results.json`` from the study's finished runs (atomically).
+
+    ``wanted``: (run key, repetition) -> spec digest of the runs of the current spec;
+    finished runs of another spec (an edited file's old configurations) are left out.
+    """
     exp = _read_json(study / "experiment.json")
     host = _read_json(study / "host.json") if (study / "host.json").exists() else {}
     runs = [_read_json(p) for p in sorted((study / "runs").glob("*/rep*/run.json"))]
+    if wanted is not None:
+        runs = [r for r in runs if isinstance(r, dict) and
+                wanted.get((r.get("key"), r.get("repetition"))) == r.get("spec_digest")]
     order = {}
     for r in runs:
         order.setdefault(r["key"], len(order))
@@ -66,6 +75,7 @@ def load_results(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         path = path / "results.json"
+    input_file(path, "results file")
     data = _read_json(path)
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise SwellError(path, "not a swell results file")
@@ -74,7 +84,37 @@ def load_results(path: str | Path) -> dict[str, Any]:
                                f"(this swell reads version {RESULTS_VERSION})")
     if not data.get("runs"):
         raise SwellError(path, "no finished runs in this results file")
+    if not isinstance(data["runs"], list):
+        raise SwellError(path, "damaged results file: 'runs' is not a list")
+    for i, run in enumerate(data["runs"]):
+        problem = _run_problem(run)
+        if problem:
+            raise SwellError(path, f"damaged or incomplete results file: run {i}: {problem}")
+    for key in ("experiment", "host"):
+        if not isinstance(data.get(key, {}), dict):
+            raise SwellError(path, f"damaged results file: {key!r} is not a mapping")
     return data
+
+
+def _run_problem(run: Any) -> str | None:
+    """What a run entry lacks that the report needs (None when it is complete)."""
+    if not isinstance(run, dict):
+        return "not a mapping"
+    for key, typ in (("key", str), ("label", str), ("repetition", int), ("bottleneck", dict)):
+        if not isinstance(run.get(key), typ):
+            return f"{key!r} missing or not a {typ.__name__}"
+    for d in ("forward", "reverse"):
+        b = run["bottleneck"].get(d)
+        if not isinstance(b, dict):
+            return f"bottleneck.{d} missing"
+        if not isinstance(b.get("bg_mean_mbps"), (int, float)):
+            return f"bottleneck.{d}.bg_mean_mbps missing or not a number"
+        if not isinstance(b.get("series_mbps", []), list):
+            return f"bottleneck.{d}.series_mbps is not a list"
+    for key in ("foreground", "spec", "point"):
+        if run.get(key) is not None and not isinstance(run[key], dict):
+            return f"{key!r} is not a mapping"
+    return None
 
 
 def group_runs(data: dict[str, Any]) -> OrderedDict[str, list[dict[str, Any]]]:

@@ -11,9 +11,18 @@ A study directory holds::
                              exactly when its run.json exists)
     results.json             every finished run, assembled (versioned)
 
-Re-running the same command skips the runs whose ``run.json`` exists, so an
-interrupted study continues where it stopped, and a half-done run (no
-``run.json``) is redone from scratch. Each run: the topology comes up (the
+Re-running the same command keeps the runs whose ``run.json`` exists and
+whose spec digest (the resolved spec of the run, ``--full`` and the engine)
+matches, so an interrupted study continues where it stopped; a run whose spec
+changed, and a half-done run (no ``run.json``), is redone from scratch, and
+``results.json`` holds only the runs of the current spec. The directory is
+locked (``STUDY/.lock``) while a run uses it; a directory that holds other
+things is refused. Before anything starts, live leftovers of a killed run
+(its prefix, its processes) stop the run with a pointer to ``swell cleanup``
+(``--cleanup`` removes them first). ``host.json`` (see
+:mod:`swell.experiments.provenance`) holds package versions, native hashes,
+tool versions and sysctls; each run's also the qdiscs, sysctls and offloads of
+its namespaces. Each run: the topology comes up (the
 ``Topology`` context manager owns and removes everything), congestion control
 is set in every namespace, the background starts, after the warm-up the
 foreground starts, both stop after the duration, the topology goes down, and
@@ -23,62 +32,27 @@ response times) by :mod:`swell.experiments.collect`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import platform
 import shutil
-import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-from swell import __version__
 from swell.errors import SwellError
 from swell.experiments.collect import collect_run
+from swell.experiments.provenance import host_metadata, network_state
 from swell.experiments.results import RESULTS_VERSION, assemble_results
 from swell.experiments.schema import Experiment, RunPlan, expand_runs, load_experiment
 from swell.experiments.session import Session
 from swell.experiments.topology_plan import topology_for
-from swell.fsutil import write_json
+from swell.fsutil import check_output, dir_lock, write_json, write_text
 from swell.generators import registry
 from swell.generators.kind import PrepareContext, RunContext, TrafficKind
 from swell.progress import Progress
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _cmd_version(argv: list[str]) -> str:
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "not found"
-    text = (out.stdout or out.stderr).strip().splitlines()
-    return text[0] if text else "unknown"
-
-
-def host_metadata() -> dict[str, Any]:
-    """What a reader of the results needs to know about the host and the code."""
-    from swell.topologies.engines import probe_engines
-
-    facts = probe_engines()
-    git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                         text=True)
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"],
-                           capture_output=True, text=True).stdout.strip()
-    return {
-        "swell_version": __version__,
-        "git_revision": git.stdout.strip() or None,
-        "git_dirty": bool(dirty),
-        "kernel": platform.release(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "engine_facts": facts.__dict__ if hasattr(facts, "__dict__") else str(facts),
-        "tools": {
-            "tc": _cmd_version(["tc", "-V"]),
-            "tcpdump": _cmd_version(["tcpdump", "--version"]),
-            "httperf": _cmd_version(["httperf", "--version"]),
-            "apache2": _cmd_version(["/usr/sbin/apache2", "-v"]),
-        },
-    }
+__all__ = ["host_metadata", "run_digest", "run_experiment"]
 
 
 def _set_congestion_control(topo: Any, algo: str) -> None:
@@ -124,12 +98,13 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     for w in warnings:
         prog.note(f"warning: {w}")
     write_json(rdir / "topology.json", json.loads(spec.model_dump_json()))
-    write_json(rdir / "host.json", {**host_metadata(), "seed": plan.seed,
-                                    "congestion_control": exp.congestion_control})
+    host = {**host_metadata(), "seed": plan.seed, "congestion_control": exp.congestion_control}
+    write_json(rdir / "host.json", host)
     total = exp.warmup_s + exp.duration_s
     with Topology(spec, engine=engine if engine != "auto" else None,
                   capture_dir=rdir / "capture") as topo:
         _set_congestion_control(topo, exp.congestion_control)
+        write_json(rdir / "host.json", {**host, "network": network_state(topo)})
         placement = placement_of(topo)
         session = Session(
             bg.build(RunContext(rdir / "background", placement, plan.seed, total, exp.warmup_s)),
@@ -152,31 +127,103 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     return result
 
 
+def run_digest(plan: RunPlan, full: bool, engine: str) -> str:
+    """What a finished run was made from: the resolved spec of its configuration, its
+    repetition and seed, ``--full`` and the engine (SHA-256, 16 hex digits)."""
+    src = json.dumps({"spec": json.loads(plan.spec.model_dump_json()), "key": plan.key,
+                      "repetition": plan.repetition, "seed": plan.seed, "full": full,
+                      "engine": engine}, sort_keys=True)
+    return hashlib.sha256(src.encode()).hexdigest()[:16]
+
+
+def _reusable(rdir: Path, digest: str) -> str | None:
+    """None when the finished run in ``rdir`` can be kept, else why it is rerun."""
+    try:
+        old = json.loads((rdir / "run.json").read_text()).get("spec_digest")
+    except (OSError, ValueError, AttributeError):
+        return "its run.json is unreadable"
+    if old is None:
+        return "it has no spec digest (an older swell)"
+    return None if old == digest else "its spec changed"
+
+
+def _is_study(path: Path) -> bool:
+    return any((path / n).exists() for n in ("experiment.json", "runs", ".lock"))
+
+
+def _leftovers(clean: bool) -> None:
+    """A previous run's live leftovers (its prefix, its processes) stop a new run, unless
+    ``clean``: they would compete for the CPU and the addresses."""
+    if os.geteuid() != 0:
+        return
+    from swell.topologies import cleanup as cl
+
+    try:
+        found = [cl.find_leftovers(p) for p in sorted(cl.find_prefixes())]
+    except (OSError, ValueError):
+        return
+    stale = [x for x in found if not x.owner_alive and not x.empty()]
+    if not stale:
+        return
+    what = "; ".join(f"{x.prefix}: {len(x.processes)} processes, {len(x.namespaces)} "
+                     "namespaces" for x in stale)
+    if not clean:
+        raise SwellError("host", f"a previous run left things running ({what}); run "
+                                 "'swell cleanup' first, or 'swell run --cleanup'")
+    for left in stale:
+        problems = cl.remove(left)
+        print(f"swell: cleaned up {left.prefix}" + (f" ({'; '.join(problems)})" if problems
+                                                     else ""), file=sys.stderr)
+
+
 def run_experiment(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
-                   full: bool = False, engine: str | None = None) -> Path:
-    """Run (or continue) a study; return its directory."""
+                   full: bool = False, engine: str | None = None,
+                   cleanup: bool = False) -> Path:
+    """Run (or continue) a study; return its directory.
+
+    A finished run is kept only when its spec digest (:func:`run_digest`) matches;
+    others are rerun and said so. The study directory is locked for the duration."""
     exp: Experiment = load_experiment(path, full=full)
     plans = expand_runs(exp, str(path))
     study = Path(out) if out else Path("runs") / exp.name
-    study.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, study / "experiment.yaml")
+    check_output(study, is_previous=_is_study, what="swell study directory")
+    with dir_lock(study, "study directory"):
+        _leftovers(cleanup)
+        return _run_study(exp, plans, Path(path), study, full, engine)
+
+
+def _run_study(exp: Experiment, plans: list[RunPlan], path: Path, study: Path, full: bool,
+               engine: str | None) -> Path:
+    src = path.read_bytes()
+    if not (study / "experiment.yaml").exists() or \
+            (study / "experiment.yaml").read_bytes() != src:
+        write_text(study / "experiment.yaml", src.decode("utf-8"))
     write_json(study / "experiment.json", {"results_version": RESULTS_VERSION, "full": full,
                                            "spec": json.loads(exp.model_dump_json())})
     write_json(study / "host.json", host_metadata())
     done = 0
+    wanted: dict[tuple[str, int], str] = {}
     for i, plan in enumerate(plans, 1):
         rdir = study / "runs" / plan.key / f"rep{plan.repetition}"
+        digest = run_digest(plan, full, engine or exp.engine)
+        wanted[(plan.key, plan.repetition)] = digest
         if (rdir / "run.json").is_file():
-            done += 1
-            continue
+            why = _reusable(rdir, digest)
+            if why is None:
+                done += 1
+                continue
+            print(f"swell: rerunning {plan.label} rep {plan.repetition}: {why}",
+                  file=sys.stderr)
         if rdir.exists():
-            shutil.rmtree(rdir)  # a half-done run: redo it
+            shutil.rmtree(rdir)  # a half-done or outdated run: redo it
         rdir.mkdir(parents=True)
         label = f"[{i}/{len(plans)}] {plan.label} rep {plan.repetition}"
         total = plan.spec.warmup_s + plan.spec.duration_s
         with Progress(label, total=total, unit="s") as prog:
             result = _run_one(plan, study, rdir, engine or exp.engine, prog,
-                              Path(path).resolve().parent)
-        write_json(rdir / "run.json", result)
-    assemble_results(study)
+                              path.resolve().parent)
+        write_json(rdir / "run.json", {**result, "spec_digest": digest})
+    if done:
+        print(f"swell: kept {done} finished runs whose spec is unchanged", file=sys.stderr)
+    assemble_results(study, wanted)
     return study

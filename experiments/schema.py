@@ -193,8 +193,25 @@ def _read_yaml(path: Path, what: str = "experiment"
         raise SwellError(path, f"a {what} file must be a mapping of fields")
     lines: dict[tuple[Any, ...], int] = {}
     if node is not None:
+        _no_duplicate_keys(node, path)
         _line_map(node, (), lines)
     return data, lines
+
+
+def _no_duplicate_keys(node: yaml.Node, path: Path) -> None:
+    """YAML lets a later key silently win over an earlier one; here it is an error."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for knode, vnode in node.value:
+            line = knode.start_mark.line + 1
+            if knode.value in seen:
+                raise SwellError(f"{path}:{line}", f"duplicate key {knode.value!r} (first "
+                                                   f"given on line {seen[knode.value]})")
+            seen[knode.value] = line
+            _no_duplicate_keys(vnode, path)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _no_duplicate_keys(item, path)
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -343,12 +360,40 @@ def derive_seed(seed: int, key: str, repetition: int) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
+def _sweep_lines(where: str) -> dict[tuple[Any, ...], int]:
+    """Line numbers of the experiment file ``where`` (empty when it is not one)."""
+    try:
+        return _read_yaml(Path(where))[1] if Path(where).is_file() else {}
+    except SwellError:
+        return {}
+
+
+def sweep_item_where(where: str, lines: dict[tuple[Any, ...], int], key: str,
+                     index: int) -> str:
+    """``FILE:LINE`` of sweep item ``index`` of ``key`` (the file alone when unknown)."""
+    for loc in (("sweep", key, index), ("sweep", key), ("sweep",)):
+        if loc in lines:
+            return f"{where}:{lines[loc]}"
+    return where
+
+
 def expand_runs(exp: Experiment, where: str = "experiment") -> list[RunPlan]:
-    """The cartesian product of the sweep, times the repetitions, in a stable order."""
+    """The cartesian product of the sweep, times the repetitions, in a stable order.
+
+    Errors name the sweep item (file and line); two configurations with the same
+    label are an error (the report would merge them as repetitions)."""
     keys = list(exp.sweep)
     base = exp.model_dump(exclude={"sweep"})
     plans: list[RunPlan] = []
-    for combo in itertools.product(*(exp.sweep[k] for k in keys)) if keys else [()]:
+    lines = _sweep_lines(where) if keys else {}
+    labels: dict[str, tuple[int, ...]] = {}
+    indexed = [list(enumerate(exp.sweep[k])) for k in keys]
+    for icombo in itertools.product(*indexed) if keys else [()]:
+        combo = tuple(v for _, v in icombo)
+        idx = tuple(i for i, _ in icombo)
+        last = next((j for j in range(len(keys) - 1, -1, -1)
+                     if len(exp.sweep[keys[j]]) > 1), len(keys) - 1)
+        item_where = sweep_item_where(where, lines, keys[last], idx[last]) if keys else where
         data = copy.deepcopy(base)
         for k, v in zip(keys, combo, strict=True):
             _set_path(data, k, v)
@@ -357,9 +402,17 @@ def expand_runs(exp: Experiment, where: str = "experiment") -> list[RunPlan]:
         except ValidationError as exc:
             loc, msg = _first_error(exc)
             field = ".".join(str(p) for p in loc)
+            bad = _bad_item(exp, keys, idx, loc)
+            if bad is not None:
+                item_where = sweep_item_where(where, lines, keys[bad], idx[bad])
             combo_s = ", ".join(f"{k}={_value_label(v)}" for k, v in zip(keys, combo, strict=True))
-            raise SwellError(where, f"sweep point ({combo_s}): {field}: {msg}") from None
+            raise SwellError(item_where, f"sweep point ({combo_s}): {field}: {msg}") from None
         label = " / ".join(_value_label(v) for v in combo) if combo else spec.background.display()
+        if label in labels and labels[label] != idx:
+            raise SwellError(item_where, f"sweep: label {label!r} names two different "
+                                         "configurations; give each its own label (the "
+                                         "report would average them as repetitions)")
+        labels[label] = idx
         key_src = "|".join(f"{k}={v!r}" for k, v in zip(keys, combo, strict=True)) or "single"
         key = _slug(label) + "-" + hashlib.sha1(key_src.encode()).hexdigest()[:6]
         point = tuple((k, _value_label(v)) for k, v in zip(keys, combo, strict=True))
@@ -367,6 +420,18 @@ def expand_runs(exp: Experiment, where: str = "experiment") -> list[RunPlan]:
             plans.append(RunPlan(key, label, rep, derive_seed(exp.seed, key_src, rep), spec,
                                  point))
     return plans
+
+
+def _bad_item(exp: Experiment, keys: list[str], idx: tuple[int, ...],
+              loc: tuple[Any, ...]) -> int | None:
+    """Which sweep key a validation error at ``loc`` belongs to (the longest match)."""
+    dotted = ".".join(str(p) for p in loc)
+    best = None
+    for j, k in enumerate(keys):
+        if (dotted == k or dotted.startswith(k + ".")) and \
+                (best is None or len(k) > len(keys[best])):
+            best = j
+    return best
 
 
 def _slug(text: str) -> str:

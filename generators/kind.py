@@ -146,6 +146,15 @@ class TrafficKind:
     def prepare(self, ctx: PrepareContext) -> None:
         """Models and inputs, before the topology exists (default: nothing to do)."""
 
+    def validate(self, ctx: PrepareContext) -> None:
+        """What ``swell check`` asks before anything runs: input files usable, nothing
+        written. Default: a ``trace`` option must be a readable capture and a ``model``
+        option a swell model directory (so every kind with such options gets it)."""
+        for key, what in (("trace", "trace"), ("model", "model")):
+            value = getattr(self.spec, key, None)
+            if isinstance(value, str) and value:
+                check_input(ctx.base_dir / value, what)
+
     def needs(self) -> HostNeeds:
         """Background hosts this kind wants (default: none)."""
         return HostNeeds()
@@ -192,6 +201,21 @@ def input_file(ctx: PrepareContext, path: str, what: str = "trace") -> Path:
     if not full.is_file():
         raise SwellError(full, f"no such {what}")
     return full
+
+
+def check_input(path: Path, what: str) -> None:
+    """A trace that opens as a capture, or a directory that loads as a swell model."""
+    if what == "model":
+        from swell.extract.model import load_model
+
+        if not path.is_dir():
+            raise SwellError(path, "no such model directory" if not path.exists()
+                             else "not a directory (a swell model is a directory)")
+        load_model(path)
+        return
+    from swell.extract.reader import open_trace
+
+    open_trace(path).close()
 
 
 def background_pair(placement: Placement, kind: str) -> tuple[Endpoint, Endpoint]:

@@ -1,0 +1,129 @@
+"""``swell check``: everything ``swell run`` would refuse, found before anything runs.
+
+Loading an experiment (:func:`~swell.experiments.schema.load_experiment`)
+checks the file itself: encoding, YAML, duplicate keys, the typed schema
+(rates, loss, private address ranges, absurd values, misspelt keys) and the
+sweep (items with their line, unique labels). This pass goes on as far as a
+run goes without touching the host, for every configuration of the sweep:
+
+* the topology, also when it is a separate file (with its own file and line);
+* each traffic kind's :meth:`~swell.generators.kind.TrafficKind.validate`:
+  traces open as captures, models load (nothing is extracted or written);
+* the concrete topology of the run (the background's host needs applied),
+  validated as ``swell run`` builds it, and its address plan (a network too
+  small for the hosts is an error here, not after earlier runs finished);
+* the kinds' path checks (an open-loop rate at or above the bottleneck).
+
+An error names the file and line of the sweep item it came from, then the
+configuration, then the problem.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from swell.errors import EnvironmentProblem, SwellError
+from swell.experiments.schema import (
+    RunPlan,
+    _sweep_lines,
+    expand_runs,
+    load_experiment,
+    sweep_item_where,
+)
+from swell.experiments.topology_plan import topology_for
+from swell.generators import registry
+from swell.generators.kind import PrepareContext
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    configurations: int
+    runs: int
+    repetitions: int
+    traffic_s: float
+
+
+def check_plan(plan: RunPlan, base_dir: Path) -> None:
+    """Everything ``swell run`` checks for one configuration, without running it."""
+    from swell.topologies.addressing import plan_addresses
+    from swell.topologies.placement import path_facts
+    from swell.topologies.spec import spec_from_dict
+
+    exp = plan.spec
+    topology = exp.topology_spec()
+    with tempfile.TemporaryDirectory(prefix="swell-check-") as tmp:
+        ctx = PrepareContext(base_dir, Path(tmp), plan.seed)
+        bg = registry.make("background", exp.background)
+        fg = registry.make("foreground", exp.foreground)
+        for part, kind in (("background", bg), ("foreground", fg)):
+            try:
+                kind.validate(ctx)
+            except SwellError as exc:
+                exc.part = part  # type: ignore[attr-defined]
+                raise
+        topo = topology_for(topology, bg.needs())
+        topo.setdefault("seed", plan.seed)
+        spec = spec_from_dict(topo, "topology")
+        plan_addresses(spec)
+        if exp.foreground.kind != "none" and spec.foreground.clients < 1:
+            raise SwellError("topology.foreground.clients",
+                             f"the {exp.foreground.kind} foreground needs at least one client")
+        path = path_facts(spec)
+        for kind in (bg, fg):
+            try:
+                kind.check_path(path)
+            except SwellError:
+                raise
+            except Exception:  # noqa: BLE001, S112 - needs what prepare() computes; run checks it
+                continue
+
+
+def check_experiment(path: str | os.PathLike[str], full: bool = False) -> CheckSummary:
+    """Validate an experiment file as far as a run goes without the host; raise the first
+    problem as a one-line :class:`SwellError` naming file and line."""
+    path = str(path)
+    exp = load_experiment(path, full=full)
+    plans = expand_runs(exp, path)
+    lines = _sweep_lines(path)
+    keys = list(exp.sweep)
+    base_dir = Path(path).resolve().parent
+    seen: set[str] = set()
+    for plan in plans:
+        if plan.key in seen:
+            continue
+        seen.add(plan.key)
+        try:
+            check_plan(plan, base_dir)
+        except EnvironmentProblem:
+            raise
+        except SwellError as exc:
+            part = getattr(exc, "part", "topology")
+            where = f"{path}:{lines[(part,)]}" if (part,) in lines else path
+            if any(k.split(".")[0] == part for k in keys):
+                # the sweep item of the last key that varies names the configuration
+                idx = _item_index(exp.sweep, keys, plan)
+                vary = [j for j, k in enumerate(keys) if len(exp.sweep[k]) > 1] or [0]
+                j = vary[-1]
+                where = sweep_item_where(path, lines, keys[j], idx[j])
+            cfg = f"configuration {plan.label!r}: " if keys else ""
+            raise SwellError(where, f"{cfg}{exc.one_line()}") from None
+    return CheckSummary(
+        configurations=len(seen),
+        runs=len(plans),
+        repetitions=exp.repetitions,
+        traffic_s=sum(r.spec.duration_s + r.spec.warmup_s for r in plans),
+    )
+
+
+def _item_index(sweep: dict, keys: list[str], plan: RunPlan) -> tuple[int, ...]:
+    """The sweep item indexes of a plan (its point's value labels, in key order)."""
+    from swell.experiments.schema import _value_label
+
+    out = []
+    for key, label in plan.point:
+        values = sweep[key]
+        out.append(next((i for i, v in enumerate(values) if _value_label(v) == label), 0))
+    return tuple(out)

@@ -1,0 +1,192 @@
+"""What it takes to redo a run: the host, the code and the network as they stood.
+
+Flent's lesson (``shared/STYLE.md``): a results file carries the host's state,
+so a result can be judged and redone later from that file alone. Two parts:
+
+* :func:`host_metadata` (once per study, and in every run's ``host.json``):
+  kernel, CPUs, git revision and whether the tree was modified, swell's
+  version, the Python packages installed (name -> version), the SHA-256 of
+  swell's native binaries, the Debian versions of the tools runs use (D-ITG,
+  iperf3, tcpreplay, Mininet, ffmpeg, httperf, Apache, tcpdump, iproute2,
+  ethtool) and the host's TCP sysctls;
+* :func:`network_state` (each run, with its topology up): per namespace of
+  the run, its qdiscs (``tc -s qdisc show``), the TCP sysctls in force there
+  and each interface's offloads (``ethtool -k``: what is on).
+
+Everything is best effort and never fails a run: a tool that is missing or a
+command that fails is recorded as such (``"not installed"``, ``null``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from swell import __version__
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Debian packages of the tools a run may use (package -> what it provides).
+DEBIAN_TOOLS = ("d-itg", "iperf3", "tcpreplay", "mininet", "ffmpeg", "httperf", "apache2",
+                "tcpdump", "iproute2", "ethtool", "openvswitch-switch")
+# Binaries whose first line of version output is kept too (the package says less).
+VERSION_COMMANDS = {
+    "tc": ["tc", "-V"],
+    "tcpdump": ["tcpdump", "--version"],
+    "httperf": ["httperf", "--version"],
+    "apache2": ["/usr/sbin/apache2", "-v"],
+    "iperf3": ["iperf3", "--version"],
+    "tcpreplay": ["tcpreplay", "--version"],
+    "mininet": ["mn", "--version"],
+    "ffmpeg": ["ffmpeg", "-version"],
+}
+NATIVE_FILES = ("libswell_pcap.so", "swell-link", "swell-gen", "swell-probe")
+SYSCTLS = (
+    "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_allowed_congestion_control",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_ecn",
+    "net.ipv4.tcp_sack",
+    "net.ipv4.tcp_timestamps",
+    "net.ipv4.tcp_window_scaling",
+    "net.ipv4.tcp_no_metrics_save",
+    "net.ipv4.tcp_slow_start_after_idle",
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+    "net.core.default_qdisc",
+    "net.ipv4.ip_forward",
+)
+
+
+def _run(argv: list[str], timeout: float = 10.0) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _first_line(argv: list[str]) -> str:
+    proc = _run(argv)
+    if proc is None:
+        return "not found"
+    text = (proc.stdout or proc.stderr).strip().splitlines()
+    return text[0] if text else "unknown"
+
+
+def python_packages() -> dict[str, str]:
+    """Every installed distribution of this interpreter, name -> version."""
+    out = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata.get("Name")
+        if name:
+            out[name.lower()] = dist.version
+    return dict(sorted(out.items()))
+
+
+def native_hashes() -> dict[str, str | None]:
+    """SHA-256 of each of swell's built native files (None when not built)."""
+    from swell.native import native_dir
+
+    out: dict[str, str | None] = {}
+    for name in NATIVE_FILES:
+        path = native_dir() / name
+        try:
+            out[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            out[name] = None
+    return out
+
+
+def debian_versions() -> dict[str, str]:
+    """Installed Debian version of each tool package ("not installed" when absent)."""
+    out = {p: "not installed" for p in DEBIAN_TOOLS}
+    proc = _run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n",
+                 *DEBIAN_TOOLS])
+    if proc is None:
+        return {p: "unknown (no dpkg-query)" for p in DEBIAN_TOOLS}
+    for line in proc.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[2] == "installed":
+            out[parts[0].split(":")[0]] = parts[1]
+    return out
+
+
+def sysctls(run: Callable[[list[str]], subprocess.CompletedProcess[str] | None] = _run
+            ) -> dict[str, str | None]:
+    """The TCP/queue sysctls in force (where ``run`` runs: the host, or a namespace)."""
+    proc = run(["sysctl", "-e", *SYSCTLS])
+    out: dict[str, str | None] = dict.fromkeys(SYSCTLS)
+    if proc is not None:
+        for line in proc.stdout.splitlines():
+            key, sep, value = line.partition(" = ")
+            if sep:
+                out[key.strip()] = " ".join(value.split())
+    return out
+
+
+def host_metadata() -> dict[str, Any]:
+    """What a reader of the results needs to know about the host and the code."""
+    from swell.topologies.engines import probe_engines
+
+    facts = probe_engines()
+    git = _run(["git", "-C", str(REPO), "rev-parse", "HEAD"])
+    dirty = _run(["git", "-C", str(REPO), "status", "--porcelain"])
+    return {
+        "swell_version": __version__,
+        "git_revision": (git.stdout.strip() or None) if git else None,
+        "git_dirty": bool(dirty and dirty.stdout.strip()),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "engine_facts": facts.__dict__ if hasattr(facts, "__dict__") else str(facts),
+        "tools": {name: _first_line(argv) for name, argv in VERSION_COMMANDS.items()},
+        "debian_packages": debian_versions(),
+        "python_packages": python_packages(),
+        "native_sha256": native_hashes(),
+        "sysctls": sysctls(),
+    }
+
+
+def _offloads(text: str) -> dict[str, bool]:
+    """``ethtool -k`` output -> feature -> on (fixed features included)."""
+    out = {}
+    for line in text.splitlines()[1:]:
+        key, sep, value = line.strip().partition(":")
+        if sep and value.split():
+            out[key.strip()] = value.split()[0] == "on"
+    return out
+
+
+def network_state(topo: Any) -> dict[str, Any]:
+    """Per namespace of a running topology: qdiscs, sysctls and interface offloads."""
+    state: dict[str, Any] = {}
+    for node in topo.layout.nodes:
+        def run(argv: list[str], node: str = node) -> subprocess.CompletedProcess[str] | None:
+            try:
+                return topo.run_in(node, argv, check=False, timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                return None
+
+        qd = run(["tc", "-s", "qdisc", "show"])
+        links = run(["ls", "/sys/class/net"])
+        offloads = {}
+        for intf in (links.stdout.split() if links is not None else []):
+            if intf == "lo":
+                continue
+            k = run(["ethtool", "-k", intf])
+            if k is not None and k.returncode == 0:
+                offloads[intf] = {f: on for f, on in _offloads(k.stdout).items() if on}
+        state[str(node)] = {
+            "qdiscs": qd.stdout if qd is not None else None,
+            "sysctls": sysctls(run),
+            "offloads_on": offloads,
+        }
+    return state
