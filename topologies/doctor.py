@@ -50,6 +50,9 @@ TOOLS = {
     "pathload_rcv": "pathload_rcv",
     "pathchirp_snd": "pathchirp_snd",
     "pathchirp_rcv": "pathchirp_rcv",
+    "ffmpeg": "ffmpeg",
+    "gstreamer (gst-launch-1.0)": "gst-launch-1.0",
+    "socat": "socat",
 }
 QDISCS = ("netem", "htb", "tbf", "bfifo")
 
