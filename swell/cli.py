@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "swell.extract.trace_cli",  # swell trace info
     "swell.extract.cli",  # swell extract, swell model show|variant
     "swell.extract.flows_cli",  # swell flows read|collect
+    "swell.extract.fit_cli",  # swell fit packets|mmpp
     "swell.topologies.cli",  # swell topo up|status|down, swell cleanup, swell doctor
     "swell.generators.cli",  # swell gen ...
     "swell.analysis.cli",  # swell energy, swell fidelity

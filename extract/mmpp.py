@@ -1,0 +1,677 @@
+"""Session arrivals as a discrete-time MMPP, fitted by the multiscale procedure
+of Salvador, Valadas and Pacheco (Telecommunication Systems 23, 2003), as the
+RPS paper uses it (seed 003).
+
+A dMMPP has a modulating Markov chain with transition matrix ``P`` (one step
+per interval of ``interval_s``) and, in state ``i``, Poisson(``lambda_i``)
+arrivals in the interval. The fitted model is the superposition of L
+two-state dMMPPs (one per time scale of the autocovariance) and one M-state
+dMMPP (the marginal distribution): states ``{1,2}^L x {1..M}``,
+``P = P1 (x) ... (x) PL (x) P_M`` (Kronecker product) and the rates their
+Kronecker sum (rates add).
+
+The four steps, as implemented here (:func:`fit_counts`):
+
+1. Autocovariance. The empirical autocovariance ``C(k)`` of the counts (within
+   observed segments only, about the mean over all intervals), for lags 1..K,
+   is approximated by ``sum_l psi_l theta_l^k`` with ``psi_l > 0``,
+   ``0 < theta_l < 1`` and ``sum psi_l <= C(0) - mean`` (the modulation cannot
+   vary more than the counts do beyond Poisson): for given decays the weights
+   are a constrained non-negative least-squares solution (variable
+   projection), and the decays (as log time constants, 0.1 to 20 K
+   intervals) are optimised by Nelder-Mead from several starts spread over
+   the lag range. L grows from 1 while the fit's inequality coefficient
+   improves by at least ``ic_gain`` (0.5 point), at most ``max_scales``. K,
+   unless given: the lags up to where the autocorrelation stays inside the
+   white-noise band ``1.96 / sqrt(n)`` for 10 lags in a row, at least 10 and
+   at most n/4 (and the longest segment): the lags that carry information.
+2. One 2-state dMMPP per scale: rates 0 and ``delta_l``, probability
+   ``pi_l`` of the high state, switching so that ``P``'s second eigenvalue is
+   ``theta_l`` (``p12 = pi_l (1 - theta_l)``, ``p21 = (1 - pi_l)(1 - theta_l)``)
+   and ``pi_l (1 - pi_l) delta_l^2 = psi_l``: its autocovariance is exactly
+   ``psi_l theta_l^k``. The split ``pi_l`` is left to the marginal.
+3. The M-state dMMPP: i.i.d. states (every row of its ``P`` is its
+   stationary law ``q``), so it adds nothing to the autocovariance at lags
+   >= 1 and the superposition's autocovariance is exactly step 1's sum. Its
+   rates ``r_m >= 0`` and ``q`` maximise the likelihood of the count
+   histogram under the whole superposition (a Poisson mixture over all
+   states), by EM; the ``pi_l`` are chosen on a grid by the same likelihood,
+   M (1..``max_marginal``) by BIC. (Salvador et al. match the empirical
+   probability function by a deconvolution; maximum likelihood on the
+   histogram is this implementation's version of that step.)
+4. Kronecker product and sum give the ``M 2^L``-state dMMPP.
+
+Reported (:attr:`MMPPModel.report`): the inequality coefficient of the
+autocovariance ``IC = sqrt(sum (x_k - y_k)^2 / sum x_k^2)`` (x the data's,
+y the model's analytic autocovariance; the RPS paper reached 2.35 %, without
+saying which lags) over lags 0..K (``ic``: the whole function, the variance
+included) and over lags 1..K (``ic_lags_1``: the correlation only); the IC
+an exactly right model gets on simulated logs of the data's length
+(``ic_floor``, the estimate's own noise); and the Kolmogorov-Smirnov
+distance between the count distributions (the data's histogram against the
+model's analytic Poisson mixture), plus means and variances.
+:func:`simulate` draws counts and arrival times (uniform within their
+interval, as a Poisson process with a constant rate is) from a model with a
+seed.
+
+Libraries: numpy and scipy only (scipy.optimize nnls and Nelder-Mead,
+scipy.stats Poisson). No Python implementation of this procedure was found;
+PyPI ``line-solver`` has KPC-Toolbox's MMPP2 fits from counting-process
+indices of dispersion, a different (continuous-time, two-state) fit, so it
+is not used. The model directory (:func:`save_mmpp_model`) holds
+``model.json`` (``format: swell-mmpp-model``, ``kind: mmpp``) and
+``arrays.npz`` (the counts, the autocovariances, ``P`` and the rates).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import optimize, special
+
+from swell import __version__
+from swell.errors import SwellError
+
+FORMAT = "swell-mmpp-model"
+FORMAT_VERSION = 1
+KIND = "mmpp"
+PI_GRID = (0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8)
+MAX_HIST_BINS = 500
+
+
+@dataclass
+class Scale:
+    """One two-state dMMPP: rates (0, ``rate``), P(high) ``pi``, decay ``theta``."""
+
+    theta: float
+    psi: float
+    pi: float
+    rate: float
+
+    @property
+    def P(self) -> np.ndarray:  # noqa: N802 - the paper's name
+        a, b = self.pi * (1 - self.theta), (1 - self.pi) * (1 - self.theta)
+        return np.array([[1 - a, a], [b, 1 - b]])
+
+    @property
+    def rates(self) -> np.ndarray:
+        return np.array([0.0, self.rate])
+
+
+@dataclass
+class MMPPModel:
+    """A fitted superposition (see the module docstring)."""
+
+    interval_s: float
+    scales: list[Scale]
+    marg_rates: np.ndarray
+    marg_probs: np.ndarray
+    report: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n_states(self) -> int:
+        return len(self.marg_rates) * 2 ** len(self.scales)
+
+    def transition_matrix(self) -> np.ndarray:
+        P = np.ones((1, 1))
+        for s in self.scales:
+            P = np.kron(P, s.P)
+        return np.kron(P, np.tile(self.marg_probs, (len(self.marg_probs), 1)))
+
+    def rates(self) -> np.ndarray:
+        r = np.zeros(1)
+        for s in self.scales:
+            r = (r[:, None] + s.rates[None, :]).ravel()
+        return (r[:, None] + self.marg_rates[None, :]).ravel()
+
+    def stationary(self) -> np.ndarray:
+        p = np.ones(1)
+        for s in self.scales:
+            p = np.kron(p, np.array([1 - s.pi, s.pi]))
+        return np.kron(p, self.marg_probs)
+
+    def mean(self) -> float:
+        return float(sum(s.pi * s.rate for s in self.scales) + self.marg_rates @ self.marg_probs)
+
+    def autocov(self, max_lag: int) -> np.ndarray:
+        """Analytic autocovariance of the counts, lags 0..max_lag."""
+        k = np.arange(max_lag + 1, dtype=np.float64)
+        c = np.zeros(max_lag + 1)
+        for s in self.scales:
+            c += s.psi * s.theta**k
+        mr = self.marg_rates @ self.marg_probs
+        c[0] += float(self.marg_probs @ self.marg_rates**2 - mr**2) + self.mean()
+        return c
+
+    def autocov_matrix(self, max_lag: int) -> np.ndarray:
+        """The same from the full ``P`` and rates (a check of the Kronecker form)."""
+        P, lam, pi = self.transition_matrix(), self.rates(), self.stationary()
+        m = pi @ lam
+        out = [float(pi @ lam**2 - m * m + m)]
+        v = lam.copy()
+        for _ in range(max_lag):
+            v = P @ v
+            out.append(float((pi * lam) @ v - m * m))
+        return np.array(out)
+
+    def atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rate, probability) of every state, merged where rates coincide."""
+        lam, w = self.rates(), self.stationary()
+        u, inv = np.unique(np.round(lam, 9), return_inverse=True)
+        return u, np.bincount(inv.ravel(), weights=w)
+
+    def count_cdf(self, n: np.ndarray) -> np.ndarray:
+        """P(count <= n) of one interval (analytic Poisson mixture)."""
+        lam, w = self.atoms()
+        n = np.asarray(n, dtype=np.float64)
+        out = np.zeros(n.shape)
+        for a, p in zip(lam, w, strict=True):
+            out += p * (special.pdtr(n, a) if a > 0 else (n >= 0).astype(np.float64))
+        return out
+
+    def count_pmf(self, n_max: int) -> np.ndarray:
+        cdf = self.count_cdf(np.arange(n_max + 1))
+        return np.diff(np.r_[0.0, cdf])
+
+
+# -- step 1: autocovariance ---------------------------------------------------------------------
+
+
+def empirical_autocov(segments: list[np.ndarray], max_lag: int) -> np.ndarray:
+    """Autocovariance for lags 0..max_lag: sums of products within segments,
+    about the overall mean, over the number of such pairs."""
+    x = [np.asarray(s, dtype=np.float64) for s in segments]
+    mu = float(np.concatenate(x).mean())
+    num = np.zeros(max_lag + 1)
+    pairs = np.zeros(max_lag + 1)
+    for s in x:
+        d = s - mu
+        n = len(d)
+        m = min(max_lag, n - 1)
+        f = np.fft.rfft(d, 2 * n)
+        ac = np.fft.irfft(f * np.conj(f), 2 * n)[: m + 1]
+        num[: m + 1] += ac
+        pairs[: m + 1] += n - np.arange(m + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(pairs > 0, num / np.maximum(pairs, 1), np.nan)
+
+
+def default_max_lag(acov: np.ndarray, n: int, longest: int) -> int:
+    """Lags that carry information: up to the first run of 10 lags inside the
+    white-noise band ``1.96 / sqrt(n)`` of the autocorrelation (at least 10 lags,
+    at most n/4 and the longest segment)."""
+    cap = max(2, min(n // 4, longest - 1, len(acov) - 1))
+    rho = acov[1 : cap + 1] / acov[0] if acov[0] > 0 else np.zeros(cap)
+    inside = (rho <= 1.96 / math.sqrt(n)).astype(np.int64)
+    run = np.convolve(inside, np.ones(10, dtype=np.int64), mode="valid")
+    first = np.flatnonzero(run == 10)
+    k = int(first[0]) if len(first) else cap
+    return int(min(cap, max(10, k)))
+
+
+def inequality_coefficient(x: np.ndarray, y: np.ndarray) -> float:
+    """IC = sqrt(sum (x - y)^2 / sum x^2) (x: the data)."""
+    den = float(np.sum(x * x))
+    return math.sqrt(float(np.sum((x - y) ** 2)) / den) if den > 0 else math.nan
+
+
+def _vp(
+    theta: np.ndarray, k: np.ndarray, y: np.ndarray, vmax: float = math.inf
+) -> tuple[np.ndarray, float]:
+    """Weights for given decays: non-negative least squares with ``sum psi <= vmax``
+    (the counts' variance beyond Poisson: the modulation cannot vary more)."""
+    B = theta[None, :] ** k[:, None]
+    psi, res = optimize.nnls(B, y)
+    if psi.sum() > vmax:
+        w = 1e3 * max(1.0, float(np.abs(y).max())) / max(vmax, 1e-12)
+        psi, _ = optimize.nnls(np.vstack([B, w * np.ones(len(theta))]), np.r_[y, w * vmax])
+        res = float(np.linalg.norm(B @ psi - y))
+    return psi, float(res)
+
+
+def fit_exponentials(
+    y: np.ndarray, max_scales: int = 5, ic_gain: float = 0.005, vmax: float = math.inf
+) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    """``y[k-1] ~ sum psi_l theta_l^k`` for k = 1..len(y), ``sum psi <= vmax``;
+    returns (psi, theta, IC per number of scales tried)."""
+    K = len(y)
+    k = np.arange(1, K + 1, dtype=np.float64)
+    if not np.any(y > 0):
+        return np.zeros(0), np.zeros(0), []
+
+    tau_lo, tau_hi = 0.1, 20.0 * K  # in intervals: a slower scale is a constant here
+
+    def theta_of(u: np.ndarray) -> np.ndarray:
+        return np.exp(-1.0 / np.exp(np.clip(u, math.log(tau_lo), math.log(tau_hi))))
+
+    def obj(u: np.ndarray) -> float:
+        return _vp(theta_of(u), k, y, vmax)[1]
+
+    best: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
+    ics: list[float] = []
+    prev_ic = 1.0
+    prev_tau: list[float] = []
+    for L in range(1, max_scales + 1):
+        starts = [list(np.geomspace(0.5, 2.0 * K, L))]
+        for t in np.geomspace(0.3, 3.0 * K, 6):
+            starts.append(sorted(prev_tau + [float(t)]))
+        cand = None
+        for taus in starts:
+            r = optimize.minimize(
+                obj,
+                np.log(taus),
+                method="Nelder-Mead",
+                options={"xatol": 1e-4, "fatol": 1e-12, "maxiter": 400 * L},
+            )
+            if cand is None or r.fun < cand.fun:
+                cand = r
+        assert cand is not None
+        theta = theta_of(cand.x)
+        psi, _ = _vp(theta, k, y, vmax)
+        keep = psi > 1e-9 * max(float(np.abs(y).max()), 1e-300)  # drop vanished scales
+        theta, psi = theta[keep], psi[keep]
+        ic = inequality_coefficient(y, (psi[None, :] * theta[None, :] ** k[:, None]).sum(1))
+        ics.append(ic)
+        if L > 1 and (prev_ic - ic < ic_gain or len(theta) < L):
+            break
+        best, prev_ic = (psi, theta), ic
+        prev_tau = list(-1.0 / np.log(theta))
+    order = np.argsort(best[1])[::-1]
+    return best[0][order], best[1][order], ics
+
+
+# -- step 2-3: marginal by EM -------------------------------------------------------------------
+
+
+def _histogram(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    v, h = np.unique(counts, return_counts=True)
+    if len(v) <= MAX_HIST_BINS:
+        return v.astype(np.float64), h.astype(np.float64)
+    edges = np.unique(np.quantile(counts, np.linspace(0, 1, MAX_HIST_BINS + 1)))
+    idx = np.clip(np.searchsorted(edges, counts, side="right") - 1, 0, len(edges) - 2)
+    hb = np.bincount(idx, minlength=len(edges) - 1).astype(np.float64)
+    vb = np.bincount(idx, weights=counts, minlength=len(edges) - 1) / np.maximum(hb, 1)
+    keep = hb > 0
+    return vb[keep], hb[keep]
+
+
+def _scale_atoms(psi: np.ndarray, pis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    delta = np.sqrt(psi / (pis * (1 - pis)))
+    s, p = np.zeros(1), np.ones(1)
+    for d, q in zip(delta, pis, strict=True):
+        s = (s[:, None] + np.array([0.0, d])[None, :]).ravel()
+        p = (p[:, None] * np.array([1 - q, q])[None, :]).ravel()
+    return s, p, delta
+
+
+def _em(
+    v: np.ndarray,
+    h: np.ndarray,
+    s: np.ndarray,
+    p: np.ndarray,
+    M: int,
+    iters: int,
+    r0: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """EM for the marginal's rates r (>= 0) and probabilities q, the scale atoms
+    (s, p) fixed. Returns (r, q, log-likelihood)."""
+    N = h.sum()
+    lg = special.gammaln(v + 1)[:, None, None]
+    if r0 is None:
+        base = np.maximum(np.repeat(v, h.astype(np.int64)) - float(s @ p), 0.0)
+        r = np.maximum(np.quantile(base, (np.arange(M) + 0.5) / M), 1e-3)
+    else:
+        r = r0.copy()
+    q = np.full(M, 1.0 / M)
+    ll = -math.inf
+    for _ in range(iters):
+        lam = s[None, :, None] + r[None, None, :]
+        logw = (
+            np.log(p)[None, :, None]
+            + np.log(q)[None, None, :]
+            + v[:, None, None] * np.log(np.maximum(lam, 1e-300))
+            - lam
+            - lg
+        )
+        mx = logw.max(axis=(1, 2), keepdims=True)
+        tot = np.exp(logw - mx).sum(axis=(1, 2), keepdims=True)
+        new_ll = float((h * (mx + np.log(tot)).ravel()).sum())
+        w = np.exp(logw - mx) / tot * h[:, None, None]
+        q = np.maximum(w.sum(axis=(0, 1)) / N, 1e-12)
+        A = w.sum(axis=0)  # (j, m)
+        B = (w * v[:, None, None]).sum(axis=0)
+        for _ in range(4):  # Newton on sum_j B/(s+r) - A = 0, r >= 0 (decreasing, convex)
+            den = s[:, None] + r[None, :]
+            g = (B / np.maximum(den, 1e-12)).sum(0) - A.sum(0)
+            dg = -(B / np.maximum(den, 1e-12) ** 2).sum(0)
+            r = np.maximum(r - g / np.minimum(dg, -1e-12), 0.0)
+        if new_ll - ll < 1e-7 * abs(new_ll):
+            ll = new_ll
+            break
+        ll = new_ll
+    return r, q, ll
+
+
+def fit_marginal(
+    counts: np.ndarray, psi: np.ndarray, max_marginal: int = 12
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    """Choose the scales' ``pi`` and the M-state marginal. Returns (pis, r, q, info)."""
+    v, h = _histogram(counts)
+    N = float(h.sum())
+    L = len(psi)
+    pis = np.full(L, 0.5)
+    mu = float(counts.mean())
+    m_probe = min(3, max_marginal)
+
+    def score(p_try: np.ndarray) -> float:
+        s, p, delta = _scale_atoms(psi, p_try)
+        if float(p_try @ delta) > mu:  # the scales alone would exceed the mean
+            return -math.inf
+        return _em(v, h, s, p, m_probe, 60)[2]
+
+    for _ in range(2 if L else 0):
+        for i in range(L):
+            scores = []
+            for g in PI_GRID:
+                t = pis.copy()
+                t[i] = g
+                scores.append(score(t))
+            if np.isfinite(max(scores)):
+                pis[i] = PI_GRID[int(np.argmax(scores))]
+    s, p, delta = _scale_atoms(psi, pis)
+    best = None
+    for M in range(1, max_marginal + 1):
+        r, q, ll = _em(v, h, s, p, M, 400)
+        bic = -2 * ll + (2 * M - 1 + L) * math.log(N)
+        if best is None or bic < best[3]:
+            best = (r, q, ll, bic, M)
+        elif M >= best[4] + 2:  # two steps without gain: stop
+            break
+    assert best is not None
+    r, q, ll, bic, M = best
+    keep = q > 1e-9
+    return (
+        pis,
+        r[keep],
+        q[keep],
+        {"loglik": ll, "bic": bic, "M": int(keep.sum()), "binned": len(v) < len(np.unique(counts))},
+    )
+
+
+# -- the whole procedure ------------------------------------------------------------------------
+
+
+def ks_counts(counts: np.ndarray, model: MMPPModel) -> float:
+    """KS distance between the data's count distribution and the model's."""
+    v, h = np.unique(counts, return_counts=True)
+    fe = np.cumsum(h) / h.sum()
+    fe_before = np.r_[0.0, fe[:-1]]
+    fm = model.count_cdf(v)
+    fm_before = model.count_cdf(v - 1)
+    return float(max(np.max(np.abs(fe - fm)), np.max(np.abs(fe_before - fm_before))))
+
+
+def fit_counts(
+    segments: list[np.ndarray],
+    interval_s: float,
+    *,
+    max_lag: int | None = None,
+    max_scales: int = 5,
+    max_marginal: int = 12,
+    floor_reps: int = 10,
+    where: str = "counts",
+) -> MMPPModel:
+    """The multiscale fit of counts per interval (in observed segments)."""
+    segs = [np.asarray(s, dtype=np.int64) for s in segments if len(s)]
+    counts = np.concatenate(segs) if segs else np.zeros(0, np.int64)
+    n = len(counts)
+    if n < 24:
+        raise SwellError(where, f"{n} intervals; the MMPP fit needs at least 24")
+    if counts.sum() == 0:
+        raise SwellError(where, "no arrivals in any interval")
+    longest = max(len(s) for s in segs)
+    full = empirical_autocov(segs, max(2, min(n // 2, longest - 1)))
+    K = max_lag or default_max_lag(full, n, longest)
+    K = min(K, len(full) - 1)
+    acov = full[: K + 1]
+    y = acov[1:]
+    excess = float(acov[0] - counts.mean())
+    psi, theta, ics = fit_exponentials(y, max_scales, vmax=max(excess, 0.0))
+    pis, r, q, minfo = fit_marginal(counts, psi, max_marginal)
+    _, _, delta = _scale_atoms(psi, pis)
+    scales = [
+        Scale(float(t), float(p), float(pi), float(d))
+        for t, p, pi, d in zip(theta, psi, pis, delta, strict=True)
+    ]
+    model = MMPPModel(interval_s, scales, r, q)
+    m_acov = model.autocov(K)
+    ic = inequality_coefficient(acov, m_acov)
+    notes = []
+    if excess <= 0:
+        notes.append(
+            f"the counts are not over-dispersed (variance {acov[0]:.4g} <= mean "
+            f"{counts.mean():.4g}): an MMPP's variance is at least its mean"
+        )
+    if not len(scales):
+        notes.append("no positive autocovariance at lags >= 1: no time scale (i.i.d. counts)")
+    model.report = {
+        "intervals": n,
+        "segments": len(segs),
+        "interval_s": interval_s,
+        "max_lag": K,
+        "ic": ic,
+        "ic_lags_1": inequality_coefficient(y, m_acov[1:]),
+        "ic_by_scales": ics,
+        "ks": ks_counts(counts, model),
+        "mean_data": float(counts.mean()),
+        "mean_model": model.mean(),
+        "var_data": float(acov[0]),
+        "var_model": float(m_acov[0]),
+        "scales": len(scales),
+        "marginal_states": len(r),
+        "states": model.n_states,
+        "marginal_fit": minfo,
+        "notes": notes,
+    }
+    model.data = {
+        "counts": counts,
+        "segment_lengths": np.array([len(s) for s in segs]),
+        "acov_data": acov,
+        "acov_model": m_acov,
+    }
+    if floor_reps:
+        model.report["ic_floor"] = ic_floor(model, [len(s) for s in segs], floor_reps)
+    return model
+
+
+def ic_floor(model: MMPPModel, lengths: list[int], reps: int = 10, seed: int = 7) -> float:
+    """The IC an exactly right model gets: the median, over ``reps`` logs drawn from
+    ``model`` with the data's segment lengths, of the IC between their empirical
+    autocovariance and the model's. An IC near or under it is as good as the
+    data's length allows."""
+    K = int(model.report["max_lag"])
+    y = model.autocov(K)
+    out = []
+    for i in range(reps):
+        segs = [
+            simulate(model, n, seed + 1000 * i + j, times=False).counts
+            for j, n in enumerate(lengths)
+        ]
+        out.append(inequality_coefficient(empirical_autocov(segs, K), y))
+    return float(np.median(out))
+
+
+# -- simulation ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Simulation:
+    counts: np.ndarray  # arrivals per interval
+    times: np.ndarray  # arrival times, seconds from the start (sorted)
+
+
+def _two_state_path(s: Scale, n: int, rng: np.random.Generator) -> np.ndarray:
+    """State (0 low, 1 high) per interval of one two-state chain, from alternating
+    geometric run lengths (the first run too: the chain starts in its stationary
+    law and run lengths are memoryless)."""
+    a, b = float(s.P[0, 1]), float(s.P[1, 0])
+    state = int(rng.random() < s.pi)
+    runs: list[np.ndarray] = []
+    total = 0
+    while total < n:
+        m = max(16, int(n * 2 * a * b / max(a + b, 1e-12) * 1.1) + 16)
+        lo = rng.geometric(max(a, 1e-12), m)
+        hi = rng.geometric(max(b, 1e-12), m)
+        r = np.empty(2 * m, dtype=np.int64)
+        r[0::2], r[1::2] = (lo, hi) if state == 0 else (hi, lo)
+        runs.append(r)
+        total += int(r.sum())
+    lengths = np.concatenate(runs)
+    vals = (np.arange(len(lengths)) + state) % 2
+    return np.repeat(vals.astype(np.int8), lengths)[:n]
+
+
+def simulate(model: MMPPModel, n_intervals: int, seed: int = 0, times: bool = True) -> Simulation:
+    """Draw ``n_intervals`` intervals: counts and (if ``times``) arrival times."""
+    rng = np.random.default_rng(seed)
+    lam = np.zeros(n_intervals)
+    for s in model.scales:
+        lam += s.rate * _two_state_path(s, n_intervals, rng)
+    lam += rng.choice(
+        model.marg_rates, size=n_intervals, p=model.marg_probs / model.marg_probs.sum()
+    )
+    counts = rng.poisson(lam)
+    if not times:
+        return Simulation(counts, np.zeros(0))
+    idx = np.repeat(np.arange(n_intervals), counts)
+    t = (idx + rng.random(len(idx))) * model.interval_s
+    return Simulation(counts, np.sort(t))
+
+
+def refit_check(
+    model: MMPPModel, n_intervals: int | None = None, seed: int = 1
+) -> dict[str, float]:
+    """Generate arrivals from ``model`` (``n_intervals``, default 20 times the data's,
+    at least 20,000), count them per interval again and refit with the same lags.
+    Returns the original IC, the refit's IC against the same data (the check:
+    within 2 points of the original) and against the model it came from."""
+    n = n_intervals or max(20 * int(model.report["intervals"]), 20000)
+    K = int(model.report["max_lag"])
+    heavy = model.mean() * n > 2e7  # too many arrival times to hold: count directly
+    sim = simulate(model, n, seed, times=not heavy)
+    if heavy:
+        counts = sim.counts
+    else:
+        counts = np.bincount((sim.times // model.interval_s).astype(np.int64), minlength=n)[:n]
+    refit = fit_counts([counts], model.interval_s, max_lag=K, floor_reps=0)
+    orig = model.data["acov_data"]
+    return {
+        "intervals": n,
+        "from_times": not heavy,
+        "ic_original": float(model.report["ic"]),
+        "ic_refit_vs_data": inequality_coefficient(orig, refit.autocov(K)),
+        "ic_refit_vs_model": inequality_coefficient(model.autocov(K), refit.autocov(K)),
+        "ic_refit_own": float(refit.report["ic"]),
+        "ks_refit_vs_data": ks_counts(model.data["counts"], refit),
+        "mean_refit": refit.mean(),
+    }
+
+
+# -- model directory ----------------------------------------------------------------------------
+
+
+def _jsonable(o: Any) -> Any:
+    if isinstance(o, dict):
+        return {k: _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return o
+
+
+def model_meta(model: MMPPModel, provenance: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kind": KIND,
+        "swell_version": __version__,
+        "created_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "provenance": provenance,
+        "interval_s": model.interval_s,
+        "scales": [
+            {
+                "theta": s.theta,
+                "psi": s.psi,
+                "pi": s.pi,
+                "rate": s.rate,
+                "time_constant_s": -model.interval_s / math.log(s.theta),
+            }
+            for s in model.scales
+        ],
+        "marginal": {"rates": model.marg_rates, "probs": model.marg_probs},
+        "report": model.report,
+    }
+
+
+def save_mmpp_model(
+    model: MMPPModel, dest: str | os.PathLike[str], provenance: dict[str, Any] | None = None
+) -> Path:
+    """Write the model directory atomically."""
+    from swell.fsutil import atomic_dir
+
+    meta = model_meta(model, provenance or {})
+    arrays = dict(model.data)
+    arrays["P"] = model.transition_matrix()
+    arrays["rates"] = model.rates()
+    with atomic_dir(dest) as tmp:
+        np.savez_compressed(tmp / "arrays.npz", **arrays)
+        (tmp / "model.json").write_text(
+            json.dumps(_jsonable(meta), indent=2, sort_keys=True) + "\n"
+        )
+    return Path(dest)
+
+
+def load_mmpp_model(src: str | os.PathLike[str]) -> tuple[MMPPModel, dict[str, Any]]:
+    """Read a model directory; returns the model and its full metadata."""
+    src = Path(src)
+    mj, npz = src / "model.json", src / "arrays.npz"
+    if not mj.is_file() or not npz.is_file():
+        raise SwellError(src, "not a swell model directory (model.json and arrays.npz needed)")
+    try:
+        meta = json.loads(mj.read_text())
+    except json.JSONDecodeError as exc:
+        raise SwellError(mj, f"unreadable JSON: {exc}") from exc
+    if meta.get("format") != FORMAT:
+        raise SwellError(mj, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise SwellError(mj, f"format version {meta.get('format_version')} is not supported")
+    try:
+        with np.load(npz, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        scales = [
+            Scale(float(s["theta"]), float(s["psi"]), float(s["pi"]), float(s["rate"]))
+            for s in meta["scales"]
+        ]
+        r = np.asarray(meta["marginal"]["rates"], dtype=np.float64)
+        q = np.asarray(meta["marginal"]["probs"], dtype=np.float64)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SwellError(src, f"bad MMPP model: {exc}") from exc
+    if len(r) == 0 or len(r) != len(q) or abs(q.sum() - 1) > 1e-6 or (r < 0).any():
+        raise SwellError(mj, "the marginal's rates and probabilities do not form a distribution")
+    for s in scales:
+        if not (0 < s.theta < 1 and 0 < s.pi < 1 and s.rate >= 0):
+            raise SwellError(mj, f"time scale out of range: {s}")
+    data = {k: v for k, v in arrays.items() if k not in ("P", "rates")}
+    model = MMPPModel(float(meta["interval_s"]), scales, r, q, dict(meta.get("report", {})), data)
+    return model, meta
