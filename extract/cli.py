@@ -179,6 +179,14 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
+    from swell.extract import harpoon_model
+
+    if harpoon_model.is_harpoon(args.model):  # the model's "kind" decides
+        return harpoon_model.show(args.model, args.plots, args.no_plots)
+    from swell.extract import fit_cli
+
+    if fit_cli.peek_kind(args.model) in ("packet", "mmpp"):
+        return fit_cli.show(args.model, args.plots, args.no_plots)
     model = load_model(args.model)
     print(format_summary(model))
     if model.meta.get("sensitivity"):

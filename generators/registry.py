@@ -13,6 +13,7 @@ from swell.errors import SwellError
 from swell.generators.bulk import BulkKind
 from swell.generators.bwest import ChirpKind, PathchirpKind, PathloadKind, SlopsKind
 from swell.generators.cbr import CbrKind, PoissonKind
+from swell.generators.harpoon import HarpoonKind
 from swell.generators.kind import KindSpec, Role, TrafficKind
 from swell.generators.nothing import FixedLoss, NoBackground, NoForeground
 from swell.generators.playback import TpbKind, UpbKind
@@ -24,6 +25,7 @@ from swell.generators.web import HttperfKind
 BACKGROUNDS: dict[str, type[TrafficKind]] = {
     "none": NoBackground,
     "swing": SwingKind,
+    "harpoon": HarpoonKind,
     "cbr": CbrKind,
     "poisson": PoissonKind,
     "upb": UpbKind,

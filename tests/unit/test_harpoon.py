@@ -1,0 +1,126 @@
+"""Harpoon model and schedule (no root): flow surgery, spreading, Figure 4, the two
+pcap -> flows paths, the model file, and the drawn schedule's volumes and pools."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import ks_2samp, spearmanr
+
+from swell.errors import SwellError
+from swell.extract import harpoon as H
+from swell.extract import harpoon_model as HM
+from swell.extract.flows import read_flows
+from swell.extract.flows.table import FlowBuilder, addr_pair
+from swell.generators.harpoon import HarpoonSpec, harpoon_schedule
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+ALEXA = DATA / "pcap" / "ndpi" / "alexa-app.pcapng"
+EXAMPLE = Path(__file__).resolve().parents[2] / "data" / "pcap" / "example.pcap"
+
+
+def _table(rows: list[tuple[int, ...]]):
+    b = FlowBuilder()
+    e = b.exporter("test")
+    for start, end, src, dst, sp, dp, proto, flags, pk, by in rows:
+        b.add_row((start, end, *addr_pair(bytes([10, 0, 0, src])),
+                   *addr_pair(bytes([10, 0, 1, dst])), sp, dp, proto, flags, pk, by, e, 0, 1))
+    return b.table("test")
+
+
+def test_surgery_joins_timeout_splits_only():
+    s = 10**9
+    t = _table([
+        (0, 300 * s, 1, 2, 80, 40000, 6, 2 | 16, 100, 100_000),           # SYN, cut at 300 s
+        (300 * s + 10**6, 400 * s, 1, 2, 80, 40000, 6, 16 | 1, 50, 40_000),  # its rest, FIN
+        (401 * s, 402 * s, 1, 2, 80, 40000, 6, 2 | 1, 5, 500),           # new SYN: new flow
+        (0, 10 * s, 1, 2, 80, 40001, 6, 2 | 1, 5, 500),                  # other port
+    ])
+    f, merged = H.coalesce(t, 1.0)
+    assert merged == 1 and len(f["start_ns"]) == 3
+    big = int(np.argmax(f["bytes"]))
+    assert f["bytes"][big] == 140_000 and f["packets"][big] == 150
+    assert f["flags"][big] & 3 == 3 and f["end_ns"][big] == 400 * s
+
+
+def test_spread_conserves_and_splits_pro_rata():
+    edges = np.array([0.0, 10.0, 20.0, 30.0])
+    out = H.spread(np.array([5.0, 12.0, 25.0]), np.array([15.0, 12.0, 25.0]),
+                   np.array([100.0, 7.0, 3.0]), edges)
+    assert np.allclose(out, [50.0, 57.0, 3.0])
+
+
+def test_figure4_sessions_grow_with_the_target():
+    rng = np.random.default_rng(3)
+    files = np.array([1000.0, 5000.0, 20000.0])
+    icts = np.array([1.0, 2.0, 5.0])
+    means, sds = H.sessions_for(np.array([0.0, 1e6, 4e6]), files, icts, 300.0, 100, rng)
+    assert means[0] == 0 and 0 < means[1] < means[2]
+    per_session = 8667 * 300 / 2.67  # mean file x connections per session, roughly
+    assert means[2] == pytest.approx(4e6 / per_session, rel=0.25)
+    vol, conns = H.session_volumes(files, icts, 300.0, 2000, rng)
+    assert conns.mean() == pytest.approx(300 / icts.mean(), rel=0.05)
+
+
+@pytest.mark.skipif(not ALEXA.exists() or shutil.which("nfpcapd") is None,
+                    reason="needs ../shared/data (alexa-app.pcapng) and nfpcapd (nfdump)")
+def test_tracker_and_nfpcapd_paths_agree():
+    """Same pcap through swell's tracker and nfpcapd -> nfcapd -> swell (issue #14)."""
+    a, b = (H.fit(read_flows([ALEXA], engine=e), H.HarpoonParams()).arrays
+            for e in ("tracker", "nfpcapd"))
+    assert ks_2samp(a["tcp/file_size"], b["tcp/file_size"]).statistic < 0.05
+    assert len(a["interval/sessions"]) == len(b["interval/sessions"])
+    assert np.allclose(a["interval/sessions"], b["interval/sessions"], rtol=0.10)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    src = ALEXA if ALEXA.exists() else EXAMPLE
+    t = read_flows([src])
+    p = H.HarpoonParams(interval_s=60)
+    m = HM.build(H.fit(t, p), p, {"inputs": [str(src)]})
+    return HM.save(m, tmp_path_factory.mktemp("h") / "model")
+
+
+def test_model_roundtrip_and_show(model: Path, capsys: pytest.CaptureFixture[str]):
+    m = HM.load(model)
+    assert m.meta["kind"] == "harpoon" and HM.is_harpoon(model)
+    assert (m.files >= 100).all() and (m.icts <= 60).all()
+    assert m.pool("client")[1].sum() == m.pool("server")[1].sum() == m.files.size
+    assert HM.show(model, model / "plots", False) == 0
+    assert "Harpoon model" in capsys.readouterr().out
+    assert (model / "plots" / "intervals.png").stat().st_size > 0
+
+
+def test_bad_model_is_one_line_error(model: Path, tmp_path: Path):
+    bad = tmp_path / "bad"
+    shutil.copytree(model, bad)
+    with np.load(bad / "arrays.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["interval/sessions"] = arrays["interval/sessions"][:-1]
+    np.savez(bad / "arrays.npz", **arrays)
+    with pytest.raises(SwellError, match="interval/sessions"):
+        HM.load(bad)
+    with pytest.raises(SwellError, match="not a swell model"):
+        HM.load(tmp_path)
+
+
+def test_schedule_meets_targets_and_keeps_pool_ranks(model: Path):
+    m = HM.load(model)
+    clients = [f"10.0.0.{i}" for i in range(2, 40)]
+    servers = [f"10.1.0.{i}" for i in range(2, 40)]
+    spec = HarpoonSpec(model="m", time_scale=30, rate_scale=100)
+    sched = harpoon_schedule(m, clients, servers, 60.0, 7, spec)
+    for iv in sched.meta["intervals"]:
+        assert iv["offered_bytes"] == pytest.approx(iv["target_bytes"], rel=0.10)
+    # the pools weight each session's pick (its connections all go to that server)
+    srv = [s.rres[0].conns[0].server.split(":")[0] for s in sched.sessions
+           if s.rres[0].conns[0].proto == "tcp"]
+    got = [srv.count(a) for a in sched.meta["servers"]]
+    if len(got) > 3:
+        assert spearmanr(got, sched.meta["server_weights"]).statistic > 0.9
+    again = harpoon_schedule(m, clients, servers, 60.0, 7, spec)
+    assert [s.t for s in again.sessions] == [s.t for s in sched.sessions]
