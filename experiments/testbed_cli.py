@@ -1,0 +1,95 @@
+"""``swell testbed render|host``: an experiment file on real machines.
+
+* ``swell testbed render EXPERIMENT.yaml --hosts HOSTS.yml -o DIR``: the
+  Ansible inventory, host variables and ``ansible.cfg`` of one run
+  (:mod:`swell.experiments.testbed_run`);
+* ``swell testbed host up|down|facts``: what the playbooks run on each
+  machine (:mod:`swell.topologies.testbed_host`).
+
+Runnable on its own (``python -m swell.experiments.testbed_cli``) before it is
+listed in :data:`swell.cli.COMMAND_MODULES`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from swell.errors import SwellError
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from swell.experiments.testbed_run import render_run
+
+    plan = render_run(args.experiment, args.hosts, args.output, run=args.run, full=args.full,
+                      prefix=args.prefix)
+    n = len(plan.hosts)
+    print(f"testbed {plan.prefix}: {n} emulated hosts on {len(plan.edges)} machines and a "
+          f"router; inventory: {Path(args.output) / 'inventory.yml'}")
+    return 0
+
+
+def _cmd_host(args: argparse.Namespace) -> int:
+    from swell.topologies import testbed_host
+
+    if args.action == "facts":
+        print(json.dumps(testbed_host.facts()))
+        return 0
+    if args.action == "up":
+        if not args.target:
+            raise SwellError("testbed host up", "give the host.json file")
+        try:
+            v = json.loads(Path(args.target).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SwellError(args.target, f"cannot read: {exc}") from None
+        testbed_host.host_up(v)
+        print(f"{v['kind']} up ({v['prefix']})")
+        return 0
+    if not args.target or not args.prefix:
+        raise SwellError("testbed host down", "give --prefix and the state directory")
+    state = Path(args.target)
+    had = state.exists()
+    errors = testbed_host.host_down(args.prefix, state)
+    for e in errors:
+        print(f"could not undo: {e}", file=sys.stderr)
+    print("down" if had else "nothing to undo")
+    return 1 if errors else 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("testbed", help="run experiments on real machines (Ansible)",
+                       description="Render an Ansible inventory from an experiment file, "
+                       "and the per-machine steps the playbooks in ansible/ run.")
+    tsub = p.add_subparsers(dest="testbed_cmd", required=True)
+    r = tsub.add_parser("render", help="inventory and host variables for one run")
+    r.add_argument("experiment", help="experiment YAML file")
+    r.add_argument("--hosts", required=True, help="hosts file (machines, roles, ssh)")
+    r.add_argument("-o", "--output", required=True, help="directory to write")
+    r.add_argument("--run", help="run key or label (default: the first run)")
+    r.add_argument("--full", action="store_true", help="apply the file's full: block")
+    r.add_argument("--prefix", help="run prefix (default: a fresh swl<hex>)")
+    r.set_defaults(func=_cmd_render)
+    h = tsub.add_parser("host", help="one machine's step (run by the playbooks)")
+    h.add_argument("action", choices=["up", "down", "facts"])
+    h.add_argument("target", nargs="?", help="up: host.json; down: the state directory")
+    h.add_argument("--prefix", help="down: the run prefix")
+    h.set_defaults(func=_cmd_host)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="swell")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    register(sub)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SwellError as exc:
+        print(f"swell: {exc.one_line()}", file=sys.stderr)
+        return 3 if type(exc).__name__ == "EnvironmentProblem" else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Testbed rendering without machines: hosts file checks, plan, inventory, engine config."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+
+import pytest
+import yaml
+
+from swell.errors import SwellError
+from swell.topologies.addressing import plan_addresses
+from swell.topologies.linkemu import EngineConfig
+from swell.topologies.spec import spec_from_dict
+from swell.topologies.testbed import (
+    GROUPS,
+    host_vars,
+    load_hosts,
+    plan_testbed,
+    write_inventory,
+)
+from swell.topologies.topology import resolve_host_links
+
+HOSTS = {
+    "ssh": {"key": "/k", "known_hosts": "/kh", "strict_host_keys": False},
+    "router": {"name": "core", "address": "192.168.1.1"},
+    "machines": [
+        {"name": "c0", "address": "192.168.1.2", "iface": "eth1", "router_iface": "eth1",
+         "role": "bg_clients"},
+        {"name": "c1", "address": "192.168.1.3", "iface": "eth1", "router_iface": "eth2",
+         "role": "bg_clients"},
+        {"name": "s0", "address": "192.168.1.4", "iface": "eth1", "router_iface": "eth3",
+         "role": "bg_servers"},
+        {"name": "fc", "address": "192.168.1.5", "iface": "eth1", "router_iface": "eth4",
+         "role": "fg_clients"},
+        {"name": "fs", "address": "192.168.1.6", "iface": "eth1", "router_iface": "eth5",
+         "role": "fg_servers"},
+    ],
+}
+SPEC = {"network": "10.78.0.0/16", "bottleneck": {"rate_mbps": 20, "delay_ms": 10},
+        "clients": {"count": 5, "namespaces": 2,
+                    "access": [{"delay_ms": d, "rate_mbps": 10} for d in (1, 2, 3, 4, 5)]},
+        "servers": {"count": 2, "access": {"delay_ms": 7}}, "seed": 3}
+
+
+def _plan(tmp_path, hosts=HOSTS):
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(hosts))
+    hf = load_hosts(path)
+    spec = spec_from_dict(SPEC)
+    links = resolve_host_links(spec, plan_addresses(spec))
+    return hf, plan_testbed(spec, {k: list(v) for k, v in links.items()}, hf, "swl0001")
+
+
+def test_plan_maps_hosts_to_machines_and_links(tmp_path):
+    hf, plan = _plan(tmp_path)
+    by_machine = {e.name: e for e in plan.edges}
+    assert len(by_machine["c0"].aliases) + len(by_machine["c1"].aliases) == 5
+    assert len(by_machine["s0"].aliases) == 2 and len(by_machine["fc"].aliases) == 1
+    delays = sorted(h.link["delay_ms"] for h in plan.hosts if h.side == "left" and h.link)
+    assert delays == [1, 2, 3, 4, 5]
+    nets = [ipaddress.IPv4Network(e.link_ip, strict=False) for e in plan.edges]
+    assert len(set(nets)) == 5 and all(n.prefixlen == 30 for n in nets)
+    for e, p in zip(plan.edges, plan.ports, strict=True):
+        assert p.peer_ip == e.link_ip.split("/")[0] and p.ip.split("/")[0] == e.router_ip
+        assert p.subnets == e.subnets
+
+
+def test_engine_config_and_inventory(tmp_path):
+    hf, plan = _plan(tmp_path)
+    hv = host_vars(plan, hf)
+    engine = EngineConfig.from_json(hv["core"]["swell_host"]["engine"])
+    assert len(engine.hosts) == 7 and {p.name for p in engine.ports} == {"left", "right"}
+    assert engine.name == "swl0001" and engine.ports[0].netns == "/run/netns/swl0001-core"
+    out = write_inventory(plan, hf, tmp_path / "tb")
+    inv = yaml.safe_load((out / "inventory.yml").read_text())
+    assert set(inv["all"]["children"]) == set(GROUPS)
+    assert set(inv["all"]["children"]["bg_clients"]["hosts"]) == {"c0", "c1"}
+    assert "StrictHostKeyChecking=no" in (out / "ansible.cfg").read_text()
+    tb = json.loads((out / "testbed.json").read_text())
+    assert tb["plan"]["prefix"] == "swl0001"
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda h: h["machines"][1].update(router_iface="eth1"), "same router interface"),
+    (lambda h: h["machines"].pop(2), "bg_servers"),
+    (lambda h: h["machines"][0].update(role="nope"), "role"),
+])
+def test_bad_hosts_files_are_one_line_errors(tmp_path, change, message):
+    hosts = json.loads(json.dumps(HOSTS))
+    change(hosts)
+    with pytest.raises(SwellError) as err:
+        _plan(tmp_path, hosts)
+    assert message in str(err.value) and "\n" not in err.value.one_line()
+
+
+def test_links_network_must_not_overlap(tmp_path):
+    hosts = {**HOSTS, "links_network": "10.78.0.0/16"}
+    with pytest.raises(SwellError, match="overlaps"):
+        _plan(tmp_path, hosts)

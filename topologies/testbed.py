@@ -1,0 +1,369 @@
+"""A dumbbell on real machines: the hosts file, the testbed plan and its inventory.
+
+The mapping is ModelNet's: the emulated hosts of a run are address aliases on
+*edge machines*, and one *router* machine (the emulator core) forwards between
+them and shapes every emulated host's access link and the bottleneck. Edge
+machines need no shaping.
+
+Wiring, as on an Emulab/CloudLab allocation: every edge machine has one
+experiment interface, a point-to-point link to the router. swell gives each
+link a ``/30`` from ``links_network`` (aliases: addresses the testbed already
+put there stay), puts the machine's emulated hosts on it as ``/32`` aliases
+and routes the experiment's network via the router. On the router the kernel
+forwards, but never directly between the two sides: a policy rule per
+incoming link sends every packet into the emulator core, a namespace
+``<prefix>-core`` joined to the router by two veths (one per side), where
+``swell-link`` (:mod:`swell.topologies.linkemu`) applies the source host's
+access link, the bottleneck in that direction and the destination host's
+access link, and hands the packet back on the other side's veth; from there
+the main table routes it to the destination machine. The local dumbbell uses
+the same engine configuration (:func:`swell.topologies.engines.native_config`);
+only the ports differ. Captures (one pcap per bottleneck direction) are
+written by the engine on the router: the ``capture`` group is the router.
+
+This module is pure: :func:`plan_testbed` turns a topology spec (the one the
+local run would use, access links drawn from the model with the run's seed)
+and a :class:`HostsFile` into a :class:`TestbedPlan`; :func:`write_inventory`
+writes the Ansible inventory, per-host variables and ``ansible.cfg``. The
+commands that act on one machine are in :mod:`swell.topologies.testbed_host`.
+:class:`SshPlace` is the :class:`~swell.placement.Place` of a testbed machine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from swell.errors import SwellError
+from swell.fsutil import write_json, write_text
+from swell.placement import Place
+from swell.topologies.addressing import NodePlan, plan_addresses
+from swell.topologies.spec import LinkDir, TopologySpec, format_validation_error
+
+ROLES = ("bg_clients", "bg_servers", "fg_clients", "fg_servers")
+GROUPS = ("router", *ROLES, "capture")
+Role = Literal["bg_clients", "bg_servers", "fg_clients", "fg_servers"]
+RULE_PREF = 7700  # policy rules: RULE_PREF + link index (only swell's own)
+TABLES = {"left": 7701, "right": 7702}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Ssh(_Strict):
+    user: str = "root"
+    port: int = Field(22, ge=1, le=65535)
+    key: str | None = None  # private key file on the control machine
+    known_hosts: str | None = None  # None: the user's own (testbeds: pass a file)
+    strict_host_keys: bool = True
+
+
+class Machine(_Strict):
+    name: str = Field(..., pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+    address: str  # how the control machine reaches it (management network)
+    iface: str = Field(..., min_length=1, max_length=15)  # its experiment interface
+    router_iface: str = Field(..., min_length=1, max_length=15)  # the router's end
+    role: Role
+
+
+class RouterHost(_Strict):
+    name: str = Field("router0", pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+    address: str
+
+
+class HostsFile(_Strict):
+    """``HOSTS.yml``: the machines of an allocation and how to reach them."""
+
+    ssh: Ssh = Ssh()
+    python: str = "/usr/bin/python3"
+    swell: str = "swell"  # the command that runs swell on every machine
+    workdir: str = "/var/tmp/swell-testbed"  # swell's files on the machines
+    links_network: ipaddress.IPv4Network = ipaddress.IPv4Network("172.30.0.0/16")
+    router: RouterHost
+    machines: tuple[Machine, ...]
+
+    @model_validator(mode="after")
+    def _check(self) -> HostsFile:
+        names = [self.router.name, *(m.name for m in self.machines)]
+        if len(set(names)) != len(names):
+            raise ValueError("machine names must be unique (the router's too)")
+        rifs = [m.router_iface for m in self.machines]
+        if len(set(rifs)) != len(rifs):
+            raise ValueError("two machines use the same router interface")
+        for role in ("bg_clients", "bg_servers"):
+            if not any(m.role == role for m in self.machines):
+                raise ValueError(f"no machine has role {role}")
+        if self.links_network.prefixlen > 24:
+            raise ValueError("links_network must be at least a /24")
+        return self
+
+    def by_role(self, role: str) -> list[Machine]:
+        return [m for m in self.machines if m.role == role]
+
+
+def load_hosts(path: str | Path) -> HostsFile:
+    """Read and validate a hosts file (one-line errors naming it)."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise SwellError(p, f"cannot read: {exc}") from None
+    try:
+        return HostsFile.model_validate(data)
+    except ValidationError as exc:
+        raise SwellError(p, format_validation_error(exc)) from None
+
+
+@dataclass(frozen=True)
+class EmulatedHost:
+    ip: str
+    side: str  # left (clients) or right (servers)
+    role: str  # bg or fg
+    machine: str
+    link: dict[str, Any] | None  # LinkDir as data (None: unconstrained)
+
+
+@dataclass(frozen=True)
+class EdgeVars:
+    """What one edge machine needs to lay itself out (its host_vars)."""
+
+    name: str
+    role: str
+    side: str
+    iface: str
+    link_ip: str  # its end of the /30, with prefix length
+    router_ip: str  # the router's end (no prefix length)
+    subnets: tuple[str, ...]  # the emulated subnets it carries
+    aliases: tuple[str, ...]  # its emulated hosts
+    network: str  # the experiment's emulated network, routed via the router
+
+
+@dataclass(frozen=True)
+class RouterPort:
+    machine: str
+    side: str
+    ifname: str
+    ip: str  # router end, with prefix length
+    peer_ip: str
+    subnets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TestbedPlan:
+    """Everything a testbed run needs, as plain data (``testbed.json``)."""
+
+    prefix: str
+    spec: dict[str, Any]  # the topology spec, as data
+    edges: tuple[EdgeVars, ...]
+    ports: tuple[RouterPort, ...]
+    core: dict[str, Any]  # core namespace, veths, transit addresses, MACs
+    hosts: tuple[EmulatedHost, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _node_machines(plan_nodes: Sequence[NodePlan], hosts: HostsFile) -> dict[str, Machine]:
+    """Which machine carries each address-plan node (round robin within a role)."""
+    role_of = {("left", "bg"): "bg_clients", ("right", "bg"): "bg_servers",
+               ("left", "fg"): "fg_clients", ("right", "fg"): "fg_servers"}
+    out: dict[str, Machine] = {}
+    counters: dict[str, int] = {}
+    for node in plan_nodes:
+        role = role_of[(node.side, node.role)]
+        machines = hosts.by_role(role)
+        if not machines:
+            raise SwellError("hosts", f"the experiment needs a machine with role {role}")
+        k = counters.get(role, 0)
+        counters[role] = k + 1
+        out[node.suffix] = machines[k % len(machines)]
+    return out
+
+
+def plan_testbed(spec: TopologySpec, links: dict[str, list[tuple[Any, LinkDir]]],
+                 hosts: HostsFile, prefix: str) -> TestbedPlan:
+    """The testbed layout of a run (``links``: resolved access links per side)."""
+    nets = list(hosts.links_network.subnets(new_prefix=30))
+    if hosts.links_network.overlaps(spec.network):
+        raise SwellError("hosts", f"links_network {hosts.links_network} overlaps the "
+                         f"experiment's network {spec.network}")
+    if len(nets) < len(hosts.machines) + 2:
+        raise SwellError("hosts", f"links_network {hosts.links_network} is too small")
+    plan = plan_addresses(spec)
+    where = _node_machines(plan.nodes, hosts)
+    link_of = {str(ip): link for side in links.values() for ip, link in side}
+    edges, ports, emulated = [], [], []
+    for i, m in enumerate(hosts.machines):
+        nodes = [n for n in plan.nodes if where[n.suffix].name == m.name]
+        side = "left" if m.role in ("bg_clients", "fg_clients") else "right"
+        net = nets[i]
+        r_ip, m_ip = net.network_address + 1, net.network_address + 2
+        subnets = tuple(str(n.subnet) for n in nodes)
+        aliases = tuple(str(h) for n in nodes for h in n.hosts)
+        edges.append(EdgeVars(m.name, m.role, side, m.iface, f"{m_ip}/30", str(r_ip), subnets,
+                              aliases, str(spec.network)))
+        ports.append(RouterPort(m.name, side, m.router_iface, f"{r_ip}/30", str(m_ip), subnets))
+        for n in nodes:
+            for h in n.hosts:
+                link = link_of.get(str(h))
+                data = None if link is None else link.model_dump(mode="json")
+                emulated.append(EmulatedHost(str(h), n.side, n.role, m.name, data))
+    left_t, right_t = nets[-1], nets[-2]
+    core = {
+        "netns": f"{prefix}-core",
+        "left": {"router_if": f"{prefix}l", "core_if": "cl", "router_ip":
+                 f"{left_t.network_address + 1}/30", "gateway": str(left_t.network_address + 2),
+                 "router_mac": "02:5e:00:00:01:01", "core_mac": "02:5e:00:00:01:02"},
+        "right": {"router_if": f"{prefix}r", "core_if": "cr", "router_ip":
+                  f"{right_t.network_address + 1}/30", "gateway":
+                  str(right_t.network_address + 2),
+                  "router_mac": "02:5e:00:00:02:01", "core_mac": "02:5e:00:00:02:02"},
+        "halves": {side: str(net) for side, net in plan.halves.items()},
+    }
+    return TestbedPlan(prefix, spec.model_dump(mode="json"), tuple(edges), tuple(ports), core,
+                       tuple(emulated))
+
+
+def engine_config(plan: TestbedPlan, state: str) -> dict[str, Any]:
+    """The swell-link configuration of the router (JSON data; paths on the router)."""
+    from swell.topologies import linkemu
+    from swell.topologies.spec import spec_from_dict
+
+    spec = spec_from_dict(plan.spec, "testbed spec")
+    core = plan.core
+    ports = tuple(
+        linkemu.PortSpec(name=side, netns=f"/run/netns/{core['netns']}",
+                         ifname=core[side]["core_if"], peer_mac=core[side]["router_mac"],
+                         gateway_ips=(core[side]["gateway"],))
+        for side in ("left", "right"))
+    routes = tuple(linkemu.Route(prefix=core["halves"][side], port=side)
+                   for side in ("left", "right"))
+    host_links = []
+    for h in plan.hosts:
+        if h.link is not None:
+            pipe = linkemu.pipe_from_link(LinkDir.model_validate(h.link))
+            host_links.append(linkemu.HostLink(ip=h.ip, up=pipe, down=pipe))
+    fwd, rev = spec.bottleneck.forward_dir(), spec.bottleneck.reverse_dir()
+    port_pipes = (("left", "right", linkemu.pipe_from_link(fwd)),
+                  ("right", "left", linkemu.pipe_from_link(rev)))
+    captures: tuple[tuple[str, str, str], ...] = ()
+    if spec.capture.enabled:
+        captures = (("left", "right", f"{state}/capture/bottleneck-forward.pcap"),
+                    ("right", "left", f"{state}/capture/bottleneck-reverse.pcap"))
+    return linkemu.EngineConfig(name=plan.prefix, ports=ports, routes=routes,
+                                hosts=tuple(host_links), port_pipes=port_pipes,
+                                captures=captures, stats_path=f"{state}/link-stats.jsonl",
+                                seed=spec.seed).to_json()
+
+
+def host_vars(plan: TestbedPlan, hosts: HostsFile) -> dict[str, dict[str, Any]]:
+    """Per-machine variables: ``swell_host`` is what ``swell testbed host up`` reads."""
+    out: dict[str, dict[str, Any]] = {}
+    for m, edge in zip(hosts.machines, plan.edges, strict=True):
+        state = f"{hosts.workdir}/{plan.prefix}/{m.name}"
+        out[m.name] = {"ansible_host": m.address, "swell_state": state,
+                       "swell_host": {"kind": "edge", "prefix": plan.prefix, "state": state,
+                                      **asdict(edge)}}
+    state = f"{hosts.workdir}/{plan.prefix}/{hosts.router.name}"
+    out[hosts.router.name] = {
+        "ansible_host": hosts.router.address, "swell_state": state,
+        "swell_host": {"kind": "router", "prefix": plan.prefix, "state": state,
+                       "ports": [asdict(p) for p in plan.ports], "core": plan.core,
+                       "rule_pref": RULE_PREF, "tables": TABLES,
+                       "engine": engine_config(plan, state)}}
+    return out
+
+
+def inventory(plan: TestbedPlan, hosts: HostsFile) -> dict[str, Any]:
+    """The Ansible inventory: the groups, and what every host shares."""
+    ssh = hosts.ssh
+    common: dict[str, Any] = {
+        "ansible_user": ssh.user, "ansible_port": ssh.port,
+        "ansible_python_interpreter": hosts.python,
+        "swell_cmd": hosts.swell, "swell_prefix": plan.prefix,
+        "swell_workdir": f"{hosts.workdir}/{plan.prefix}",
+    }
+    if ssh.key:
+        common["ansible_ssh_private_key_file"] = ssh.key
+    groups: dict[str, Any] = {g: {"hosts": {}} for g in GROUPS}
+    groups["router"]["hosts"][hosts.router.name] = None
+    groups["capture"]["hosts"][hosts.router.name] = None
+    for m in hosts.machines:
+        groups[m.role]["hosts"][m.name] = None
+    return {"all": {"vars": common, "children": groups}}
+
+
+def ansible_cfg(hosts: HostsFile, out: Path) -> str:
+    """``ansible.cfg`` for the rendered directory: nothing lands in the user's home."""
+    ssh = hosts.ssh
+    # no ControlMaster: no ssh process outlives a playbook (and no socket path limit)
+    args = ["-o ControlMaster=no", "-o IdentitiesOnly=yes",
+            "-o BatchMode=yes", "-o ConnectTimeout=10"]
+    if ssh.known_hosts:
+        args.append(f"-o UserKnownHostsFile={ssh.known_hosts}")
+    if not ssh.strict_host_keys:
+        args.append("-o StrictHostKeyChecking=no")
+    roles = Path(__file__).resolve().parent.parent / "ansible" / "roles"
+    return "\n".join([
+        "[defaults]", f"inventory = {out.resolve()}/inventory.yml",
+        f"roles_path = {roles}", f"callback_plugins = {roles.parent / 'callback_plugins'}",
+        "stdout_callback = swell_json", f"local_tmp = {out.resolve()}/.ansible/tmp",
+        f"remote_tmp = {hosts.workdir}/.ansible-tmp", "retry_files_enabled = false",
+        f"host_key_checking = {ssh.strict_host_keys}", "forks = 16",
+        "interpreter_python = auto_silent", "",
+        "[ssh_connection]", "pipelining = true", f"ssh_args = {' '.join(args)}", ""])
+
+
+def write_inventory(plan: TestbedPlan, hosts: HostsFile, out: str | Path) -> Path:
+    """Write ``inventory.yml``, ``host_vars/``, ``ansible.cfg`` and ``testbed.json``."""
+    out = Path(out)
+    (out / "host_vars").mkdir(parents=True, exist_ok=True)
+    write_text(out / "inventory.yml", yaml.safe_dump(inventory(plan, hosts), sort_keys=False))
+    for name, hv in host_vars(plan, hosts).items():
+        write_text(out / "host_vars" / f"{name}.yml", yaml.safe_dump(hv, sort_keys=False))
+    write_text(out / "ansible.cfg", ansible_cfg(hosts, out))
+    write_json(out / "testbed.json", {"format": "swell-testbed", "version": 1,
+                                      "hosts": hosts.model_dump(mode="json"),
+                                      "plan": plan.to_json()})
+    return out
+
+
+@dataclass(frozen=True)
+class SshPlace(Place):
+    """A testbed machine: commands run there over ssh (quoted for the remote shell)."""
+
+    host: str
+    ssh_args: tuple[str, ...] = ()
+    label: str = "ssh"
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.label
+
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        return ["ssh", *self.ssh_args, self.host, shlex.join(argv)]
+
+
+def ssh_args(hosts: HostsFile, control_dir: Path | None = None) -> tuple[str, ...]:
+    """The ssh options the control machine uses for every machine of ``hosts``."""
+    ssh = hosts.ssh
+    args = ["-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-p", str(ssh.port),
+            "-l", ssh.user]
+    if ssh.key:
+        args += ["-i", ssh.key]
+    if ssh.known_hosts:
+        args += ["-o", f"UserKnownHostsFile={ssh.known_hosts}"]
+    if not ssh.strict_host_keys:
+        args += ["-o", "StrictHostKeyChecking=no"]
+    if control_dir is not None:
+        args += ["-o", "ControlMaster=auto", "-o", "ControlPersist=30s",
+                 "-o", f"ControlPath={control_dir}/%C"]
+    return tuple(args)

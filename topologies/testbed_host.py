@@ -1,0 +1,303 @@
+"""What swell does on one testbed machine: ``swell testbed host up|down|facts``.
+
+The playbooks stay thin: each copies the machine's rendered variables
+(``swell_host`` in its host_vars, see :mod:`swell.topologies.testbed`) to
+``STATE/host.json`` and calls ``swell testbed host up STATE/host.json``.
+
+* **Edge machine**: the ``/30`` of its link to the router and its emulated
+  hosts as ``/32`` aliases on its experiment interface, a route for the
+  experiment's network via the router, segmentation offloads off.
+* **Router**: its end of every link, the core namespace ``<prefix>-core`` with
+  two veths, one policy rule per incoming link (client-side links into the
+  left veth, server-side links into the right one), routes to every
+  machine's emulated subnets, forwarding on and reverse-path filtering off,
+  offloads off, and ``swell-link`` started detached (``--name <prefix>``; its
+  pid in ``STATE/engine.pid``), waited for until it says ``READY``.
+
+Everything that is changed is first written to ``STATE/undo.json`` (before the
+change, so a run killed half way can still be undone), with the previous
+value of every sysctl and offload. ``down`` undoes exactly those entries,
+newest first, ignoring what is already gone, kills the engine and whatever
+still runs from ``STATE`` (by the prefix on its command line), and removes
+``STATE``. It never touches anything it did not record or that lacks the prefix.
+``facts`` prints kernel, tools, qdiscs, offloads and clock state as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from swell.errors import EnvironmentProblem, SwellError
+from swell.fsutil import write_json
+
+OFFLOADS = ("tso", "gso", "gro")
+_ETHTOOL_NAMES = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload",
+                  "gro": "generic-receive-offload"}
+
+
+def sh(*argv: str, check: bool = True,
+       input: str | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, input=input)
+    if check and proc.returncode != 0:
+        raise SwellError(" ".join(argv[:4]), (proc.stderr or proc.stdout).strip()[:300])
+    return proc
+
+
+class Undo:
+    """The undo log in ``STATE/undo.json``: written before each change is made."""
+
+    def __init__(self, state: Path) -> None:
+        self.path = state / "undo.json"
+        self.entries: list[list[str]] = []
+        if self.path.exists():
+            self.entries = json.loads(self.path.read_text())
+
+    def add(self, *argv: str) -> None:
+        self.entries.append(list(argv))
+        write_json(self.path, self.entries)
+
+    def replay(self) -> list[str]:
+        errors = []
+        for argv in reversed(self.entries):
+            proc = subprocess.run(argv, capture_output=True, text=True)
+            err = proc.stderr.strip()
+            if proc.returncode != 0 and not _gone(err):
+                errors.append(f"{' '.join(argv)}: {err}")
+        return errors
+
+
+def _gone(err: str) -> bool:
+    """Errors that mean the thing to remove is not there any more."""
+    return any(s in err for s in ("Cannot find device", "No such", "does not exist",
+                                  "Cannot assign", "not found", "RTNETLINK answers: No such"))
+
+
+def _sysctl(undo: Undo, key: str, value: str) -> None:
+    old = sh("sysctl", "-n", key).stdout.strip()
+    if old != value:
+        undo.add("sysctl", "-qw", f"{key}={old}")
+        sh("sysctl", "-qw", f"{key}={value}")
+
+
+def offload_state(iface: str) -> dict[str, str]:
+    out = sh("ethtool", "-k", iface).stdout
+    state = {}
+    for line in out.splitlines():
+        name, _, rest = line.strip().partition(":")
+        for short, long in _ETHTOOL_NAMES.items():
+            if name == long:
+                state[short] = rest.split()[0] if rest.split() else "?"
+    return state
+
+
+def _offloads_off(undo: Undo, iface: str) -> None:
+    old = offload_state(iface)
+    on = [k for k in OFFLOADS if old.get(k) == "on"]
+    if on:
+        undo.add("ethtool", "-K", iface, *(x for k in on for x in (k, "on")))
+        sh("ethtool", "-K", iface, *(x for k in on for x in (k, "off")))
+
+
+def _ip(undo: Undo, do: list[str], undo_argv: list[str]) -> None:
+    undo.add("ip", *undo_argv)
+    sh("ip", *do)
+
+
+def edge_up(v: dict[str, Any], undo: Undo) -> None:
+    dev = v["iface"]
+    if not Path(f"/sys/class/net/{dev}").exists():
+        raise SwellError(v["name"], f"no experiment interface {dev}")
+    sh("ip", "link", "set", dev, "up")
+    _offloads_off(undo, dev)
+    _ip(undo, ["addr", "add", v["link_ip"], "dev", dev], ["addr", "del", v["link_ip"], "dev", dev])
+    for a in v["aliases"]:
+        _ip(undo, ["addr", "add", f"{a}/32", "dev", dev], ["addr", "del", f"{a}/32", "dev", dev])
+    route = [v["network"], "via", v["router_ip"], "dev", dev]
+    _ip(undo, ["route", "add", *route], ["route", "del", *route])
+
+
+def router_up(v: dict[str, Any], undo: Undo, state: Path) -> None:
+    core, prefix = v["core"], v["prefix"]
+    ns = core["netns"]
+    if not ns.startswith(prefix):
+        raise SwellError(ns, "core namespace does not carry the run prefix")
+    _sysctl(undo, "net.ipv4.ip_forward", "1")
+    _sysctl(undo, "net.ipv4.conf.all.rp_filter", "0")
+    _ip(undo, ["netns", "add", ns], ["netns", "del", ns])
+    sh("ip", "-n", ns, "link", "set", "lo", "up")
+    for side in ("left", "right"):
+        c = core[side]
+        sh("ip", "link", "add", c["router_if"], "address", c["router_mac"], "type", "veth",
+           "peer", "name", c["core_if"], "address", c["core_mac"], "netns", ns)
+        sh("ip", "netns", "exec", ns, "ethtool", "-K", c["core_if"],
+           *(x for k in OFFLOADS for x in (k, "off")))
+        sh("ethtool", "-K", c["router_if"], *(x for k in OFFLOADS for x in (k, "off")))
+        sh("ip", "-n", ns, "link", "set", c["core_if"], "up")
+        sh("ip", "link", "set", c["router_if"], "up")
+        sh("sysctl", "-qw", f"net.ipv4.conf.{c['router_if']}.rp_filter=0")
+        sh("ip", "addr", "add", c["router_ip"], "dev", c["router_if"])
+        table = str(v["tables"][side])
+        _ip(undo, ["route", "add", "default", "via", c["gateway"], "dev", c["router_if"],
+                   "table", table], ["route", "flush", "table", table])
+    for i, p in enumerate(v["ports"]):
+        dev = p["ifname"]
+        sh("ip", "link", "set", dev, "up")
+        _offloads_off(undo, dev)
+        _sysctl(undo, f"net.ipv4.conf.{dev}.rp_filter", "0")
+        _ip(undo, ["addr", "add", p["ip"], "dev", dev], ["addr", "del", p["ip"], "dev", dev])
+        pref = str(v["rule_pref"] + i)
+        table = str(v["tables"][p["side"]])
+        _ip(undo, ["rule", "add", "pref", pref, "iif", dev, "lookup", table],
+            ["rule", "del", "pref", pref])
+        for net in p["subnets"]:
+            route = [net, "via", p["peer_ip"], "dev", dev]
+            _ip(undo, ["route", "add", *route], ["route", "del", *route])
+    start_engine(v, state)
+
+
+def start_engine(v: dict[str, Any], state: Path, timeout: float = 10.0) -> int:
+    """Start swell-link detached (survives this command), wait for READY, write its pid."""
+    from swell.native import native_artifact
+
+    (state / "capture").mkdir(parents=True, exist_ok=True)
+    cfg = state / "link.json"
+    write_json(cfg, v["engine"])
+    out, err = state / "engine.out", state / "engine.err"
+    with out.open("wb") as fo, err.open("wb") as fe:
+        proc = subprocess.Popen([str(native_artifact("swell-link")), "--name", v["prefix"],
+                                 "--rt-priority", "10", str(cfg)], stdout=fo, stderr=fe,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    (state / "engine.pid").write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if b"READY" in out.read_bytes():
+            return proc.pid
+        if proc.poll() is not None:
+            raise EnvironmentProblem("swell-link", err.read_text().strip()[:300] or "exited")
+        time.sleep(0.05)
+    proc.kill()
+    raise EnvironmentProblem("swell-link", f"not READY within {timeout} s")
+
+
+def _ancestors() -> set[int]:
+    out, pid = set(), os.getpid()
+    while pid > 1:
+        out.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def _cmdline(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def _pids_under(state: Path) -> list[int]:
+    """Processes (not this command or its callers) with an argument inside ``state``."""
+    skip = _ancestors()
+    root = str(state).encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in skip:
+            if any(a == root or a.startswith(root + b"/") for a in _cmdline(int(entry))):
+                pids.append(int(entry))
+    return pids
+
+
+def _engine_pid(prefix: str, state: Path) -> list[int]:
+    """The engine this machine started, if it still runs (checked by its ``--name``)."""
+    try:
+        pid = int((state / "engine.pid").read_text())
+    except (OSError, ValueError):
+        return []
+    return [pid] if prefix.encode() in _cmdline(pid) else []
+
+
+def _stop(pids: list[int], timeout: float = 5.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+            if not pids:
+                return
+            time.sleep(0.05)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def host_down(prefix: str, state: Path) -> list[str]:
+    """Undo what ``up`` recorded under ``state``; return what could not be undone."""
+    if not prefix or not state.name or prefix not in str(state):
+        raise SwellError(state, f"state directory does not carry the run prefix {prefix!r}")
+    _stop(_engine_pid(prefix, state) + _pids_under(state))
+    errors = Undo(state).replay() if state.exists() else []
+    ns_file = Path(f"/run/netns/{prefix}-core")
+    if ns_file.exists():
+        sh("ip", "netns", "del", ns_file.name, check=False)
+    for dev in os.listdir("/sys/class/net"):
+        if dev.startswith(prefix):
+            sh("ip", "link", "del", dev, check=False)
+    shutil.rmtree(state, ignore_errors=True)
+    return errors
+
+
+def host_up(v: dict[str, Any]) -> None:
+    state = Path(v["state"])
+    if (state / "undo.json").exists():
+        raise SwellError(state, "already laid out (run teardown first)")
+    state.mkdir(parents=True, exist_ok=True)
+    undo = Undo(state)
+    undo.add("true")  # the log exists from here on
+    if v["kind"] == "router":
+        router_up(v, undo, state)
+    else:
+        edge_up(v, undo)
+
+
+def facts() -> dict[str, Any]:
+    """What this machine offers a testbed run (``prepare`` records and checks it)."""
+    def version(*argv: str) -> str:
+        try:
+            p = subprocess.run(list(argv), capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return "not found"
+        lines = (p.stdout or p.stderr).strip().splitlines()
+        return lines[0] if lines else "unknown"
+
+    from swell.topologies.probe import kernel_has_qdisc, native_engine_status
+
+    ok, why = native_engine_status()
+    sync = version("timedatectl", "show", "-p", "NTPSynchronized", "--value")
+    return {
+        "hostname": platform.node(), "kernel": platform.release(),
+        "machine": platform.machine(), "cpus": os.cpu_count(),
+        "netem": kernel_has_qdisc("netem"), "htb": kernel_has_qdisc("htb"),
+        "native_engine": ok, "why_not_native": why, "clock_synchronized": sync,
+        "tools": {"tc": version("tc", "-V"), "ethtool": version("ethtool", "--version"),
+                  "httperf": version("httperf", "--version"),
+                  "apache2": version("/usr/sbin/apache2", "-v"),
+                  "tcpdump": version("tcpdump", "--version"), "python": platform.python_version()},
+    }
