@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from swell.errors import SwellError
+from swell.experiments.check import check_experiment
 from swell.experiments.collect import collect_run
 from swell.experiments.provenance import host_metadata, network_state
 from swell.experiments.results import RESULTS_VERSION, assemble_results
@@ -183,6 +184,7 @@ def run_experiment(path: str | os.PathLike[str], out: str | os.PathLike[str] | N
 
     A finished run is kept only when its spec digest (:func:`run_digest`) matches;
     others are rerun and said so. The study directory is locked for the duration."""
+    check_experiment(path, full=full)  # every configuration, before anything starts
     exp: Experiment = load_experiment(path, full=full)
     plans = expand_runs(exp, str(path))
     study = Path(out) if out else Path("runs") / exp.name

@@ -444,7 +444,8 @@ class Damage:
             return ""
         where = f", first at byte {self.first_offset:,}" if self.first_offset is not None else ""
         why = ", ".join(f"{r} {c:,}" for r, c in sorted(self.reasons.items()))
-        return (f"{self.path}: damaged capture: {self.skipped_packets:,} packets not "
+        n = self.skipped_packets
+        return (f"{self.path}: damaged capture: {n:,} packet{'' if n == 1 else 's'} not "
                 f"returned ({why}){where}")
 
 

@@ -33,7 +33,7 @@ from typing import Any, TextIO
 
 from swell.errors import SwellError
 
-_TMP_RE = re.compile(r"\.swell-(\d+)-")
+_TMP_RE = re.compile(r"^(?:old\.)?swell-(\d+)-")
 
 
 def umask() -> int:
@@ -88,7 +88,7 @@ def clean_stale(parent: Path, name: str) -> list[Path]:
         for p in parent.iterdir():
             if not p.name.startswith(f".{name}."):
                 continue
-            m = _TMP_RE.search(p.name[len(name) + 2:])
+            m = _TMP_RE.match(p.name[len(name) + 2:])
             if m is None or _pid_alive(int(m.group(1))):
                 continue
             if p.is_dir() and not p.is_symlink():

@@ -284,9 +284,15 @@ impl Reader {
             }
             let h = self.src.peek(hl);
             let caplen = rd32(be, h, 8) as usize;
-            let suspect = caplen > rd32(be, h, 12) as usize
-                || (self.snaplen > 0 && caplen > self.snaplen as usize);
-            if caplen > self.max_caplen() || (suspect && !self.record_follows(hl, nano, caplen)?) {
+            // Longer than its wire length or the snap length: either alone happens
+            // (odd writers), so the record must be followed by plausible headers;
+            // both at once is a damaged length.
+            let over_wire = caplen > rd32(be, h, 12) as usize;
+            let over_snap = self.snaplen > 0 && caplen > self.snaplen as usize;
+            let corrupt = caplen > self.max_caplen()
+                || (over_wire && over_snap)
+                || ((over_wire || over_snap) && !self.record_follows(hl, nano, caplen)?);
+            if corrupt {
                 self.damage(Warn::CorruptRecord);
                 if !self.resync(hl, nano)? {
                     self.finish(None);

@@ -1,0 +1,164 @@
+"""Fixed-seed fuzzing of the commands' inputs: mutated real captures, experiment files.
+
+Complements the reader's own fuzzers (``test_reader_fuzz.py``, the Rust
+``tests/fuzz.rs``) at the level a user meets: every mutated capture must
+either be read (what it lost counted as damage, with an offset inside the
+file) or refused with a one-line :class:`SwellError`; never a crash. And the
+property behind the resync: a record length damaged beyond the snap length,
+anywhere in a real capture, costs exactly that one packet.
+
+Counts (CI): ``CAPTURE_CASES`` mutated captures through the reader and
+``EXTRACT_CASES`` of them through ``swell extract``; ``LENGTH_CASES`` damaged
+lengths; ``YAML_CASES`` mutated experiment files through ``swell check``.
+``SWELL_FUZZ_SCALE=K`` multiplies them (by hand; docs/robustness.md has the
+counts run).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+from pathlib import Path
+
+import pytest
+
+from swell.cli import main
+from swell.errors import SwellError
+from swell.extract.reader import open_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+PCAPS = sorted((ROOT / "data" / "pcap").glob("*.pcap"))
+SCALE = max(1, int(os.environ.get("SWELL_FUZZ_SCALE", "1")))
+CAPTURE_CASES = 300 * SCALE
+EXTRACT_CASES = 20 * SCALE
+LENGTH_CASES = 100 * SCALE
+YAML_CASES = 100 * SCALE
+SEED = 18
+
+
+def _records(data: bytes) -> list[int]:
+    """Offsets of the records of a classic little-endian pcap."""
+    off, out = 24, []
+    while off + 16 <= len(data):
+        out.append(off)
+        off += 16 + struct.unpack_from("<I", data, off + 8)[0]
+    return out
+
+
+def _mutate(rng: random.Random, data: bytes) -> bytes:
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        if not b:
+            break
+        op = rng.randrange(5)
+        if op == 0:  # bit flips
+            i = rng.randrange(len(b))
+            b[i] ^= 1 << rng.randrange(8)
+        elif op == 1:  # an interesting value in a length-like field
+            i = rng.randrange(max(1, len(b) - 4))
+            v = rng.choice([0, 1, 0xFFFF, 0x10000, 0x7FFFFFFF, 0xFFFFFFFF, 200000, 65535])
+            b[i:i + 4] = struct.pack("<I", v)
+        elif op == 2:  # truncation
+            del b[rng.randrange(len(b)):]
+        elif op == 3:  # a splice from elsewhere
+            i, j = rng.randrange(len(b)), rng.randrange(len(b))
+            b[i:i + 64] = b[j:j + 64]
+        else:  # a deleted or duplicated run of bytes
+            i = rng.randrange(len(b))
+            n = rng.randint(1, 40)
+            b[i:i] = b[i:i + n] if rng.random() < 0.5 else b""
+            del b[i:i + (0 if rng.random() < 0.5 else n)]
+    return bytes(b)
+
+
+def _seeds() -> list[bytes]:
+    return [p.read_bytes()[:24 * 1024] for p in PCAPS]
+
+
+def test_mutated_captures_are_read_or_refused() -> None:
+    rng = random.Random(SEED)
+    seeds = _seeds()
+    outcomes = {"read": 0, "refused": 0, "damaged": 0}
+    for _ in range(CAPTURE_CASES):
+        data = _mutate(rng, rng.choice(seeds))
+        try:
+            tr = open_bytes(data, "fuzz")
+        except SwellError as exc:
+            assert "\n" not in exc.one_line()
+            outcomes["refused"] += 1
+            continue
+        with tr:
+            try:
+                n = sum(len(c) for c in tr.chunks(max_packets=64))
+            except SwellError:
+                outcomes["refused"] += 1
+                continue
+            d = tr.damage
+            assert n >= 0 and d.skipped_packets >= 0
+            if d:
+                outcomes["damaged"] += 1
+                assert d.first_offset is not None and 0 <= d.first_offset <= len(data)
+            outcomes["read"] += 1
+    assert sum(outcomes.values()) - outcomes["damaged"] == CAPTURE_CASES
+    assert outcomes["read"] and outcomes["refused"] and outcomes["damaged"], outcomes
+
+
+def test_mutated_captures_through_extract(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("SWELL_QUIET", "1")
+    rng = random.Random(SEED + 1)
+    seeds = _seeds()
+    codes = []
+    for i in range(EXTRACT_CASES):
+        f = tmp_path / f"m{i}.pcap"
+        f.write_bytes(_mutate(rng, rng.choice(seeds)))
+        code = main(["extract", str(f), "-o", str(tmp_path / f"model{i}")])
+        err = capsys.readouterr().err
+        assert code in (0, 2), err
+        assert "Traceback" not in err
+        assert (tmp_path / f"model{i}" / "model.json").is_file() == (code == 0)
+        codes.append(code)
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert 0 in codes
+
+
+@pytest.mark.parametrize("path", PCAPS[:3], ids=lambda p: p.name)
+def test_one_damaged_length_costs_one_packet(path: Path) -> None:
+    data = path.read_bytes()[:256 * 1024]
+    if data[:4] != bytes.fromhex("d4c3b2a1"):
+        pytest.skip("not a little-endian microsecond pcap")
+    recs = _records(data)
+    with open_bytes(data) as tr:
+        total = sum(len(c) for c in tr.chunks())
+        base = tr.skipped  # the cut at 256 KiB may leave a truncated last record
+    snaplen = struct.unpack_from("<I", data, 16)[0]
+    rng = random.Random(SEED + 2)
+    for _ in range(LENGTH_CASES // 3):
+        k = rng.randrange(len(recs) - 6)  # a resync needs 4 whole records after it
+        b = bytearray(data)
+        bad = rng.randint(max(snaplen, 65535) + 1, 1 << 24)
+        struct.pack_into("<I", b, recs[k] + 8, bad)
+        with open_bytes(bytes(b)) as tr:
+            n = sum(len(c) for c in tr.chunks())
+            assert (n, tr.skipped, tr.damage.first_offset) == (total - 1, base + 1, recs[k]), k
+
+
+def test_mutated_experiment_files(tmp_path: Path, capsys) -> None:
+    text = (ROOT / "experiments" / "demo.yaml").read_text()
+    rng = random.Random(SEED + 3)
+    codes = {0: 0, 2: 0}
+    for i in range(YAML_CASES):
+        b = bytearray(text.encode())
+        for _ in range(rng.randint(1, 4)):
+            j = rng.randrange(len(b))
+            b[j] = rng.choice(b": -{}[]#\n0123456789xq\t\"'\xe9")
+        f = tmp_path / f"e{i}.yaml"
+        f.write_bytes(bytes(b).replace(b"../data", str(ROOT / "data").encode()))
+        code = main(["check", str(f)])
+        out = capsys.readouterr()
+        assert code in (0, 2) and "Traceback" not in out.err, out.err
+        if code == 2:
+            line = out.err.strip()
+            assert "\n" not in line and line.startswith("swell: ") and f"e{i}.yaml" in line
+        codes[code] += 1
+    assert codes[0] and codes[2], codes
