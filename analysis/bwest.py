@@ -183,15 +183,19 @@ def chirp_gaps(low_bps: float, high_bps: float, ip_bytes: int, gamma: float,
     return np.round(ip_bytes * 8 / rates * 1e9).astype(np.int64)
 
 
-def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5, noise: float = 0.0
-               ) -> tuple[list[tuple[int, int]], int | None]:
+def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5, noise: float = 0.0,
+               onset: np.ndarray | float = 0.0) -> tuple[list[tuple[int, int]], int | None]:
     """Excursions of a chirp's queuing delays: (start, end) pairs that ended, and the
     start of the last one if it runs to the end of the chirp (else None).
 
     An excursion also ends when three packets after its start the delay has not risen
     beyond ``noise``, so a start on a low stamp-noise sample does not run on into the
-    real queue build-up (a real one grows faster once the rates pass A)."""
+    real queue build-up (a real one grows faster once the rates pass A). The last
+    excursion starts at its last packet ``k`` still within ``onset[k]`` of its first
+    (a scalar or one value per packet): a rise of a few µs of stamp noise just before
+    the build-up does not move the start back."""
     n = len(q)
+    on = np.broadcast_to(np.asarray(onset, float), (n,))
     done: list[tuple[int, int]] = []
     i = 0
     while i < n - 1:
@@ -205,8 +209,11 @@ def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5, noise: float
             if q[j] - q[i] < peak / decrease or (j - i >= 3 and peak <= noise):
                 break
             j += 1
-        if j >= n:
-            return done, i  # runs to the end of the chirp
+        if j >= n:  # runs to the end of the chirp
+            k = i
+            while k + 1 < n and q[k + 1] - q[i] <= on[k]:
+                k += 1
+            return done, k
         if j - i >= busy:
             done.append((i, j))
         i = j
@@ -214,11 +221,15 @@ def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5, noise: float
 
 
 def chirp_estimate(tx_ns: np.ndarray, rx_ns: np.ndarray, ip_bytes: int,
-                   decrease: float = 1.5, busy: int = 5, noise_ns: float = 10_000) -> float:
+                   decrease: float = 1.5, busy: int = 5, noise_ns: float = 10_000,
+                   onset: float = 0.01) -> float:
     """Available bandwidth (bit/s) from one chirp's send and receive stamps (no losses).
 
     Rates come from the actual send stamps, so sender jitter does not bias them;
-    ``noise_ns`` is the stamps' noise floor (see :func:`excursions`).
+    ``noise_ns`` is the stamps' noise floor; a rise smaller than ``onset`` times the
+    gap does not start the last excursion (see :func:`excursions`): on a serialiser
+    the first packet above A adds ``gap (R/A - 1)``, while stamp noise is a few µs
+    whatever the gap.
     """
     tx = np.asarray(tx_ns, dtype=np.int64)
     rx = np.asarray(rx_ns, dtype=np.int64)
@@ -230,7 +241,8 @@ def chirp_estimate(tx_ns: np.ndarray, rx_ns: np.ndarray, ip_bytes: int,
     rates = ip_bytes * 8 / (gaps * 1e-9)  # R_k for k = 0..n-2: the rate packet k+1 was sent at
     q = (rx - tx).astype(float)
     q -= q.min()
-    ended, last = excursions(q, decrease, busy, noise_ns)
+    ended, last = excursions(q, decrease, busy, noise_ns,
+                             np.append(onset * gaps, 0.0))
     if last is None or last >= n - 1:
         l_rate = rates[-1]
     else:

@@ -87,6 +87,8 @@ class ChirpSpec(EstimatorSpec):
     busy: int = Field(5, ge=2, description="shortest excursion (packets) that counts")
     noise_us: float = Field(10.0, ge=0, description="delay noise floor: no rise beyond it "
                             "three packets on ends an excursion")
+    onset: float = Field(0.01, ge=0, lt=1, description="a rise below this fraction of the "
+                         "gap does not start the last excursion (stamp noise)")
 
 
 class PathloadSpec(EstimatorSpec):
@@ -310,7 +312,7 @@ class ChirpLoop:
             # pathChirp discards chirps with a context switch.
             if jitter is not None and np.all(jitter <= 0.15 * gaps + 2000):
                 value = est.chirp_estimate(tx, rx, s.packet_bytes, s.decrease, s.busy,
-                                           s.noise_us * 1e3)
+                                           s.noise_us * 1e3, s.onset)
             chirp = {"t": t.first_tx / 1e9, "t_end": t.last_tx / 1e9,
                      "estimate_mbps": value / 1e6, "bytes": prober.bytes_sent - b0}
             self.chirps.append(chirp)
