@@ -21,8 +21,9 @@ Processes:
   an error naming ``stationary``.
 * ``auto``: ``trace`` when the run fits in the trace, else ``stationary``.
 
-Other processes (a fitted MMPP, say) plug in with :func:`register` and are then
-selectable by name (``arrivals:`` of a Swing background).
+Other processes plug in with :func:`register` and are then selectable by name
+(``arrivals:`` of a Swing background); ``mmpp:DIR[@SECONDS]`` is a fitted MMPP
+(:mod:`swell.generators.mmpp_arrivals`).
 """
 
 from __future__ import annotations
@@ -115,6 +116,10 @@ def choose(name: str, duration: float, trace_duration: float) -> ArrivalProcess:
     """The process called ``name`` (``auto``: trace-shaped when the run fits in the trace)."""
     if name == "auto":
         name = "trace" if duration <= trace_duration else "stationary"
+    if name.startswith("mmpp:"):  # a fitted MMPP model directory (swell fit mmpp)
+        from swell.generators.mmpp_arrivals import MmppArrivals
+
+        return MmppArrivals.from_option(name[len("mmpp:"):])
     if name not in PROCESSES:
         raise SwellError("arrivals", f"unknown arrival process {name!r} "
                                      f"(known: auto, {', '.join(sorted(PROCESSES))})")
