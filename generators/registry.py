@@ -16,6 +16,7 @@ from swell.generators.cbr import CbrKind, PoissonKind
 from swell.generators.harpoon import HarpoonKind
 from swell.generators.kind import KindSpec, Role, TrafficKind
 from swell.generators.nothing import FixedLoss, NoBackground, NoForeground
+from swell.generators.packets import PacketsKind
 from swell.generators.playback import TpbKind, UpbKind
 from swell.generators.replay import ReplayKind
 from swell.generators.swing import SwingKind
@@ -31,6 +32,7 @@ BACKGROUNDS: dict[str, type[TrafficKind]] = {
     "upb": UpbKind,
     "tpb": TpbKind,
     "tcpreplay": ReplayKind,
+    "packets": PacketsKind,
     "fixed_loss": FixedLoss,
 }
 

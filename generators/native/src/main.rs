@@ -5,6 +5,8 @@
 //!   swell-gen send --dst ADDR:PORT [--src ADDR] --proto udp|tcp --pps N --size B
 //!                  --dist const|exp --duration S [--seed N] [--spin-us 1000] [--rt]
 //!   swell-gen recv --listen ADDR:PORT --proto udp|tcp --size B --log FILE [--idle S]
+//!   swell-gen psend --dst ADDR:PORT [--src ADDR] --proto udp|tcp --plan FILE [--rt]
+//!   swell-gen precv --listen ADDR:PORT --proto udp|tcp --log FILE [--duration S]
 //!   swell-gen probe --addr ADDR:PORT [--src ADDR] [--timeout S] [--attempt-ms 500] [--connect-only]
 //!
 //! Errors print one line `swell-gen: ...` on stderr and exit 2. SIGTERM and
@@ -12,6 +14,7 @@
 
 mod client;
 mod pace;
+mod plan;
 mod schedule;
 mod server;
 mod util;
@@ -31,8 +34,10 @@ fn main() {
             "send" => pace::send(&a),
             "recv" => pace::recv(&a),
             "probe" => pace::probe(&a),
+            "psend" => plan::psend(&a),
+            "precv" => plan::precv(&a),
             other => Err(format!(
-                "unknown role {other:?} (serve, run, send, recv, probe)"
+                "unknown role {other:?} (serve, run, send, recv, psend, precv, probe)"
             )),
         });
     if let Err(e) = result {
