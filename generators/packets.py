@@ -32,6 +32,7 @@ emulated hosts; on other places the delay is marked relative) and jitter
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
@@ -50,6 +51,7 @@ from swell.generators.kind import (
     KindResult,
     KindSpec,
     PrepareContext,
+    ReportPart,
     RunContext,
     TrafficKind,
     Window,
@@ -513,6 +515,11 @@ class PacketsKind(TrafficKind):
             warmup_s=ctx.warmup_s, engine=self.s.engine, seed=ctx.seed,
             realtime=self.s.realtime, ends=ends))
 
+    @classmethod
+    def report(cls, groups: dict[str, list[dict[str, Any]]], out: Path) -> ReportPart:
+        """A table per configuration: the ITGDec set, means over runs and flows."""
+        return ReportPart(html=report_table(groups))
+
     def result(self, gen: GenResult | None, window: Window) -> KindResult:
         if gen is None:
             return KindResult(self.name)
@@ -521,3 +528,33 @@ class PacketsKind(TrafficKind):
         return KindResult(self.name, {"generator": gen.name, "summary": summ},
                           problems=problems)
 
+
+
+def report_table(groups: dict[str, list[dict[str, Any]]]) -> str:
+    """HTML: per configuration, flows and the ITGDec set (means over runs and flows)."""
+    head = ["configuration", "engine", "flows", "sent", "loss (%)", "throughput (kbit/s)",
+            "pkt/s per flow (asked)", "IDT sd (us)", "delay (ms)", "jitter (ms)", "runs"]
+    rows = []
+    for label, runs in groups.items():
+        flows = [f for r in runs for f in ((r.get("generator") or {}).get("summary") or {})
+                 .get("flows", [])]
+        if not flows:
+            continue
+
+        def mean(key: str, rows: list[dict[str, Any]] = flows) -> float:
+            vals = [float(f[key]) for f in rows if f.get(key) is not None]
+            return float(np.mean(vals)) if vals else float("nan")
+
+        summ = (runs[0].get("generator") or {}).get("summary") or {}
+        sent = sum(f["sent"] for f in flows)
+        cells = [label, str(summ.get("engine", "-")), f"{len(flows) / len(runs):g}", str(sent),
+                 f"{100 * sum(f['lost'] for f in flows) / max(sent, 1):.3f}",
+                 f"{mean('throughput_bps') * len(flows) / len(runs) / 1e3:.1f}",
+                 f"{mean('pps'):.3f} ({mean('asked_pps'):.3f})", f"{mean('idt_std_us'):.1f}",
+                 f"{mean('delay_ms'):.3f}", f"{mean('jitter_ms'):.3f}", str(len(runs))]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    if not rows:
+        return ""
+    return ("<h3>Packet-level flows</h3><table><tr>"
+            + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
+            + "".join(rows) + "</table>")

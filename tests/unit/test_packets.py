@@ -112,3 +112,16 @@ def test_ditg_script_lines(tmp_path) -> None:
     assert ms.size == (plan["flow"] == 0).sum()
     line = gen._ditg_line(leg, 1, vc, "10.0.0.1", None, plan, 9010)
     assert line[-6:] == ["VoIP", "-x", "G.729.3", "-h", "CRTP", "-VAD"]
+
+
+def test_report_table_from_stored_results() -> None:
+    from swell.generators.packets import report_table
+
+    flow = {"flow": 0, "sent": 100, "received": 99, "lost": 1, "throughput_bps": 8000.0,
+            "pps": 99.0, "asked_pps": 100.0, "idt_std_us": 3.0, "delay_ms": 1.0,
+            "jitter_ms": 0.1}
+    runs = [{"generator": {"name": "packets", "summary": {"engine": "swell",
+                                                          "flows": [flow, flow]}}}]
+    html = report_table({"VoIP x2": runs})
+    assert "VoIP x2" in html and "<td>200</td>" in html and "<td>1.000</td>" in html
+    assert report_table({"empty": [{"generator": None}]}) == ""
