@@ -19,6 +19,7 @@ from swell.generators.nothing import FixedLoss, NoBackground, NoForeground
 from swell.generators.packets import PacketsKind
 from swell.generators.playback import TpbKind, UpbKind
 from swell.generators.replay import ReplayKind
+from swell.generators.rps import RpsKind
 from swell.generators.swing import SwingKind
 from swell.generators.video import VideoKind
 from swell.generators.web import HttperfKind
@@ -33,6 +34,7 @@ BACKGROUNDS: dict[str, type[TrafficKind]] = {
     "tpb": TpbKind,
     "tcpreplay": ReplayKind,
     "packets": PacketsKind,
+    "rps": RpsKind,
     "fixed_loss": FixedLoss,
 }
 

@@ -1,0 +1,100 @@
+"""The RPS session runner: HTTP sessions at given start times from given source
+addresses (run inside one emulated host group: ``python -m
+swell.generators.rps_client SCHEDULE RECORDS``).
+
+The schedule (JSON) lists sessions: ``{"t": start offset s, "src": address,
+"reqs": [[path, think_s], ...]}`` and the server ``host``/``port``. Each
+session runs in its own thread: at its start time it fetches its pages one
+after another, each on a new connection bound to the session's source
+address (HTTP/1.0), thinking ``think_s`` after each. One JSON line per
+request goes to RECORDS: session, request index, start and end
+(CLOCK_MONOTONIC s), bytes, status (or the error). Start times count from
+the moment the schedule is read; a summary line goes to stdout at the end.
+
+Why not httperf ``--wsesslog``: it starts sessions at a fixed or Poisson
+rate, not at the times an MMPP path gives, and cannot bind a session's
+connections to one of many source addresses.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+STOP = threading.Event()
+
+
+def fetch(src: str, host: str, port: int, path: str, timeout: float) -> tuple[int, int]:
+    """One GET on a new connection from ``src``: (status, bytes received)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.bind((src, 0))
+        s.connect((host, port))
+        s.sendall(f"GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+        got, first = 0, b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            if len(first) < 16:
+                first += chunk[:16]
+            got += len(chunk)
+    status = int(first.split()[1]) if first.startswith(b"HTTP/") and len(first.split()) > 1 \
+        else 0
+    return status, got
+
+
+def session(i: int, sess: dict[str, Any], host: str, port: int, t0: float,
+            out: list[dict[str, Any]], lock: threading.Lock, timeout: float) -> None:
+    if STOP.wait(max(0.0, t0 + sess["t"] - time.monotonic())):
+        return
+    for k, (path, think) in enumerate(sess["reqs"]):
+        if STOP.is_set():
+            return
+        start = time.monotonic()
+        rec: dict[str, Any] = {"session": i, "req": k, "src": sess["src"], "start": start}
+        try:
+            rec["status"], rec["bytes"] = fetch(sess["src"], host, port, path, timeout)
+        except OSError as exc:
+            rec["error"] = str(exc)
+        rec["end"] = time.monotonic()
+        with lock:
+            out.append(rec)
+        if STOP.wait(think):
+            return
+
+
+def main(argv: list[str]) -> int:
+    sched_path, records_path = argv
+    with open(sched_path) as f:
+        sched = json.load(f)
+    signal.signal(signal.SIGTERM, lambda *_: STOP.set())
+    t0 = time.monotonic()
+    out: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    threads = [threading.Thread(target=session, args=(i, s, sched["host"], sched["port"], t0,
+                                                     out, lock, sched.get("timeout_s", 10.0)),
+                                daemon=True) for i, s in enumerate(sched["sessions"])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive() and not STOP.is_set():
+            t.join(0.2)
+    STOP.set()
+    with lock:
+        rows = list(out)
+    with open(records_path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    print(json.dumps({"t0": t0, "requests": len(rows),
+                      "errors": sum(1 for r in rows if "error" in r)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
