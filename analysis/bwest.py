@@ -272,14 +272,22 @@ class Truth:
 
 def truth_bins(ts_ns: np.ndarray, ip_bytes: np.ndarray, capacity_bps: float, start_s: float,
                end_s: float, bin_s: float = 1.0) -> Truth:
-    """Per-bin truth from the background packets' stamps (ns) and IP sizes at the bottleneck."""
-    nbins = max(int(math.ceil((end_s - start_s) / bin_s - 1e-9)), 1)
+    """Per-bin truth from the background packets' stamps (ns) and IP sizes at the bottleneck.
+
+    A last partial bin counts if it covers at least half a bin, with its rate over
+    its own length (a window of 8.04 s has 8 bins, not a ninth of 40 ms read as a
+    whole second of a nearly idle link)."""
+    span = end_s - start_s
+    nbins = max(int(math.floor(span / bin_s + 0.5)), 1)
+    lengths = np.minimum((np.arange(nbins) + 1) * bin_s, max(span, bin_s / 2)) \
+        - np.arange(nbins) * bin_s
     t = np.asarray(ts_ns, dtype=np.int64) / 1e9 - start_s
     idx = np.floor(t / bin_s).astype(np.int64)
-    keep = (idx >= 0) & (idx < nbins)
+    keep = (idx >= 0) & (idx < nbins) & (t < span)
     used = np.bincount(idx[keep], weights=np.asarray(ip_bytes, float)[keep], minlength=nbins)
-    avail = available_bandwidth_truth(used, capacity_bps, bin_s)
-    return Truth(start_s, bin_s, avail, used * 8.0 / bin_s)
+    full = used * bin_s / lengths  # bytes per whole bin at the partial bin's rate
+    return Truth(start_s, bin_s, available_bandwidth_truth(full, capacity_bps, bin_s),
+                 full * 8.0 / bin_s)
 
 
 def truth_over(truth: Truth, a_s: float, b_s: float) -> float:

@@ -101,6 +101,15 @@ def test_truth_bins_and_overlap() -> None:
     assert math.isnan(est.error_pct(1.0, 0.0))
 
 
+def test_truth_last_partial_bin() -> None:
+    """A sliver after the last whole bin is no bin; half a bin or more is, at its own rate."""
+    ts = (np.array([0.5, 1.5, 2.01, 2.3]) * 1e9).astype(np.int64)
+    size = np.array([1_250_000, 1_250_000, 10, 625_000])
+    assert est.truth_bins(ts, size, 100e6, 0.0, 2.04).avail_bps.size == 2
+    t = est.truth_bins(ts, size, 100e6, 0.0, 2.5)
+    assert np.allclose(t.avail_bps, [90e6, 90e6, 100e6 - 625_010 * 8 / 0.5])  # 0.5 s bin
+
+
 def test_summarize() -> None:
     assert est.summarize([1.0, 3.0, None, math.nan]) == {"mean": 2.0, "sd": math.sqrt(2),
                                                           "n": 2}
