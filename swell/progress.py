@@ -59,7 +59,12 @@ class Progress:
             head = f"{self.label} [{bar:<20}] {100 * frac:5.1f}%"
         else:
             head = f"{self.label} {self.done:,.0f}{self.unit}"
-        tail = f" {rate:,.0f}{self.unit}/s {elapsed:5.1f}s"
+        if self.unit == "B":  # byte counts read better in MB
+            tail = f" {rate / 1e6:,.1f} MB/s {elapsed:5.1f}s"
+            if not self.total:
+                head = f"{self.label} {self.done / 1e6:,.1f} MB"
+        else:
+            tail = f" {rate:,.0f}{self.unit}/s {elapsed:5.1f}s"
         return head + tail + (f" {self.status}" if self.status else "")
 
     def _draw(self, final: bool) -> None:
