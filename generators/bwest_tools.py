@@ -144,7 +144,10 @@ class PathloadGenerator(Generator):
 
     def _loop(self) -> None:
         while not self.stop_event.is_set():
+            n = len(self.estimates)
             self._one()
+            if len(self.estimates) == n:  # nothing parsed (e.g. the sender is still busy
+                self.stop_event.wait(1.0)  # with a killed measurement): no spawning loop
 
     def start_client(self) -> None:
         self.thread = threading.Thread(target=self._loop, daemon=True)
