@@ -3,7 +3,7 @@
 * ``swell testbed render EXPERIMENT.yaml --hosts HOSTS.yml -o DIR``: the
   Ansible inventory, host variables and ``ansible.cfg`` of one run
   (:mod:`swell.experiments.testbed_run`);
-* ``swell testbed host up|down|facts``: what the playbooks run on each
+* ``swell testbed host up|stop|down|facts``: what the playbooks run on each
   machine (:mod:`swell.topologies.testbed_host`).
 
 Runnable on its own (``python -m swell.experiments.testbed_cli``) before it is
@@ -49,8 +49,12 @@ def _cmd_host(args: argparse.Namespace) -> int:
         print(f"{v['kind']} up ({v['prefix']})")
         return 0
     if not args.target or not args.prefix:
-        raise SwellError("testbed host down", "give --prefix and the state directory")
+        raise SwellError(f"testbed host {args.action}", "give --prefix and the state directory")
     state = Path(args.target)
+    if args.action == "stop":
+        stopped = testbed_host.stop_engine(args.prefix, state)
+        print("engine stopped" if stopped else "no engine running")
+        return 0
     had = state.exists()
     errors = testbed_host.host_down(args.prefix, state)
     for e in errors:
@@ -73,9 +77,9 @@ def register(sub: Any) -> None:
     r.add_argument("--prefix", help="run prefix (default: a fresh swl<hex>)")
     r.set_defaults(func=_cmd_render)
     h = tsub.add_parser("host", help="one machine's step (run by the playbooks)")
-    h.add_argument("action", choices=["up", "down", "facts"])
-    h.add_argument("target", nargs="?", help="up: host.json; down: the state directory")
-    h.add_argument("--prefix", help="down: the run prefix")
+    h.add_argument("action", choices=["up", "stop", "down", "facts"])
+    h.add_argument("target", nargs="?", help="up: host.json; stop, down: the state directory")
+    h.add_argument("--prefix", help="stop, down: the run prefix")
     h.set_defaults(func=_cmd_host)
 
 

@@ -264,6 +264,13 @@ def host_down(prefix: str, state: Path) -> list[str]:
     return errors
 
 
+def stop_engine(prefix: str, state: Path) -> bool:
+    """Stop this machine's engine (it flushes its captures); True if one was running."""
+    pids = _engine_pid(prefix, state)
+    _stop(pids, timeout=10.0)
+    return bool(pids)
+
+
 def host_up(v: dict[str, Any]) -> None:
     state = Path(v["state"])
     if (state / "undo.json").exists():

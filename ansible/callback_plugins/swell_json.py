@@ -50,6 +50,14 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_failed(self, result: Any, ignore_errors: bool = False) -> None:
         self._record(result, failed=not ignore_errors)
 
+    def v2_runner_item_on_failed(self, result: Any) -> None:
+        item = result._result.get("item", {})
+        label = item.get("path", item) if isinstance(item, dict) else item
+        self._record(result, failed=True)
+        host = result._host.get_name()
+        rec = self.plays[-1]["tasks"][-1]["hosts"][host]
+        rec["msg"] = f"{label}: {result._result.get('msg', 'failed')}"
+
     def v2_runner_on_unreachable(self, result: Any) -> None:
         self._record(result, unreachable=True)
 

@@ -1,0 +1,189 @@
+"""A multi-host testbed for real: sshd namespaces as machines, Ansible from the root.
+
+Five machines (two background client machines, one background server machine,
+a foreground client and a foreground server) and a router, each a network
+namespace with its own sshd (see ``testbed_machines``). ``swell testbed
+render`` writes the inventory from an experiment file (Swing background: the
+access links are drawn from the model), Ansible runs ``prepare`` (installs
+already satisfied), ``layout``, ``collect`` and ``teardown`` over ssh; the
+round trips measured between emulated hosts on different machines must match
+the rendered access links and bottleneck, and teardown must leave nothing
+with the run's prefix (namespaces, interfaces, addresses, processes, files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from swell.experiments.testbed_run import playbook, render_run
+from swell.topologies.testbed import EmulatedHost
+
+from .testbed_machines import REPO, SSHD, start_machines
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, sshd)"),
+    pytest.mark.skipif(not Path(SSHD).exists(), reason="openssh-server not installed"),
+    pytest.mark.skipif(not (REPO / ".venv/bin/ansible-playbook").exists(),
+                       reason="ansible-core not installed in .venv (requirements.lock)"),
+]
+
+MACHINES = ["rtr", "bgc0", "bgc1", "bgs0", "fgc0", "fgs0"]
+ROLES = {"bgc0": "bg_clients", "bgc1": "bg_clients", "bgs0": "bg_servers",
+         "fgc0": "fg_clients", "fgs0": "fg_servers"}
+EXPERIMENT = f"""
+name: testbed
+seed: 7
+duration_s: 12
+warmup_s: 3
+topology:
+  network: 10.78.0.0/16
+  bottleneck: {{rate_mbps: 20, delay_ms: 10, queue_bytes: 100000}}
+  clients: {{count: 6}}
+  servers: {{count: 3}}
+  foreground: {{clients: 1, servers: 1}}
+background: {{kind: swing, trace: {REPO}/data/pcap/example.pcap, variant: {{target_mbps: 2}}}}
+foreground: {{kind: httperf, object_bytes: 200000}}
+"""
+FRAME_BITS = 98 * 8  # a default ping on the wire (56 data + ICMP + IP + Ethernet)
+
+
+def expected_rtt_ms(a: EmulatedHost, b: EmulatedHost, spec: dict) -> float:
+    """Propagation both ways plus the ping's serialisation at every shaped pipe."""
+    bn = spec["bottleneck"]
+    rev = bn.get("reverse") or {}
+    rtt = 2 * sum(h.link["delay_ms"] for h in (a, b) if h.link) + bn["delay_ms"] + \
+        rev.get("delay_ms", bn["delay_ms"])
+    rates = [h.link["rate_mbps"] for h in (a, b) if h.link and h.link.get("rate_mbps")]
+    rates = rates * 2 + [bn["rate_mbps"], rev.get("rate_mbps", bn["rate_mbps"])]
+    return rtt + sum(FRAME_BITS / (r * 1e6) * 1e3 for r in rates)
+
+
+def leftovers(m, prefix: str, workdir: Path, plan) -> list[str]:
+    """Everything with the run's prefix still on any machine (or files in its workdir)."""
+    left = [f"netns {n}" for n in os.listdir("/run/netns") if n.startswith(prefix)]
+    aliases = {h.ip for h in plan.hosts} | {e.link_ip.split("/")[0] for e in plan.edges} | \
+        {p.ip.split("/")[0] for p in plan.ports}
+    for name, ns in m.ns.items():
+        links = subprocess.run(["ip", "-n", ns, "-o", "link"], capture_output=True,
+                               text=True).stdout
+        left += [f"{name}: link {w}" for w in re.findall(r"\d+: ([^:@]+)", links)
+                 if w.startswith(prefix)]
+        addrs = subprocess.run(["ip", "-n", ns, "-o", "-4", "addr"], capture_output=True,
+                               text=True).stdout
+        left += [f"{name}: address {a}" for a in re.findall(r"inet ([\d.]+)/", addrs)
+                 if a in aliases]
+        rules = subprocess.run(["ip", "-n", ns, "rule"], capture_output=True, text=True).stdout
+        left += [f"{name}: rule {r}" for r in rules.splitlines() if r.startswith("77")]
+        routes = subprocess.run(["ip", "-n", ns, "route", "show", "table", "all"],
+                                capture_output=True, text=True).stdout
+        left += [f"{name}: route {r}" for r in routes.splitlines()
+                 if r.startswith("10.78.") or "table 770" in r]
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if prefix.encode() in cmd and b"pytest" not in cmd:
+                shown = cmd.replace(b"\0", b" ")[:80]
+                left.append(f"process {pid}: {shown!r}")
+    if (workdir / prefix).exists():
+        left.append(f"files: {workdir / prefix}")
+    return left
+
+
+def ping_all(m, plan, pairs) -> dict[tuple[str, str], list[float]]:
+    where = {h.ip: h.machine for h in plan.hosts}
+    procs = {(a.ip, b.ip): subprocess.Popen(
+        ["ip", "netns", "exec", m.ns[where[a.ip]], "ping", "-n", "-c", "8", "-i", "0.05",
+         "-W", "3", "-I", a.ip, b.ip], stdout=subprocess.PIPE, text=True) for a, b in pairs}
+    out = {}
+    for key, p in procs.items():
+        text, _ = p.communicate(timeout=60)
+        out[key] = [float(x) for x in re.findall(r"time=([\d.]+) ms", text)]
+    return out
+
+
+@pytest.fixture
+def testbed(netns, tmp_path):
+    m = start_machines(netns, tmp_path, MACHINES)
+    try:
+        yield m
+    finally:
+        m.stop()
+
+
+def render(m, tmp_path: Path):
+    exp = tmp_path / "testbed.yaml"
+    exp.write_text(EXPERIMENT)
+    workdir = tmp_path / "hostfiles"
+    hosts = m.hosts_file(ROLES, workdir)
+    tdir = tmp_path / "tb"
+    return render_run(exp, hosts, tdir), tdir, workdir
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_layout_rtts_collect_teardown(testbed, tmp_path):
+    m = testbed
+    plan, tdir, workdir = render(m, tmp_path)
+    inv = (tdir / "inventory.yml").read_text()
+    for group in ("router", "bg_clients", "bg_servers", "fg_clients", "fg_servers", "capture"):
+        assert f"{group}:" in inv
+    links = [h.link for h in plan.hosts if h.role == "bg"]
+    assert len(links) == 9 and len({json.dumps(x, sort_keys=True) for x in links}) > 1
+    try:
+        report = playbook("prepare", tdir)
+        installs = [t for p in report["plays"] for t in p["tasks"]
+                    if "Install" in t["task"]["name"]]
+        assert installs and all(len(t["hosts"]) == 6 for t in installs)
+        changed = [h for t in installs for h, r in t["hosts"].items() if r.get("changed")]
+        assert not changed, f"prepare installed something on {changed}"
+        playbook("layout", tdir)
+        clients = [h for h in plan.hosts if h.side == "left" and h.role == "bg"]
+        servers = [h for h in plan.hosts if h.side == "right" and h.role == "bg"]
+        assert {h.machine for h in clients} == {"bgc0", "bgc1"}
+        pairs = [(a, b) for a in clients for b in servers]
+        rtts = ping_all(m, plan, pairs)
+        for a, b in pairs:
+            got = rtts[(a.ip, b.ip)]
+            assert len(got) >= 4, f"{a.ip} -> {b.ip}: {len(got)}/8 replies"
+            want = expected_rtt_ms(a, b, plan.spec)
+            med = statistics.median(got[1:])
+            assert abs(med - want) < 1.0, f"{a.ip} -> {b.ip}: {med:.2f} ms, links say {want:.2f}"
+        dest = tmp_path / "collected"
+        playbook("collect", tdir, {"collect_dest": str(dest)})
+        assert (dest / "rtr" / "bottleneck-forward.pcap").stat().st_size > 24
+        assert (dest / "rtr" / "link-stats.jsonl").stat().st_size > 0
+    finally:
+        playbook("teardown", tdir)
+    assert not leftovers(m, plan.prefix, workdir, plan)
+    playbook("teardown", tdir)  # again: nothing to do, no error
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_teardown_after_a_killed_run(testbed, tmp_path):
+    m = testbed
+    plan, tdir, workdir = render(m, tmp_path)
+    playbook("layout", tdir)
+    # a run killed half way: the engine forwarding, a process still running from
+    # swell's work directory on a client machine, traffic in flight; no collect
+    client = next(h for h in plan.hosts if h.side == "left")
+    server = next(h for h in plan.hosts if h.side == "right")
+    state = f"{workdir}/{plan.prefix}/{client.machine}"
+    started = m.ssh(client.machine, f"nohup setsid timeout 600 tail -f {state}/undo.json "
+                    f">/dev/null 2>&1 < /dev/null & ping -c 3 -i 0.2 -I {client.ip} {server.ip}")
+    assert started.returncode == 0, started.stdout + started.stderr
+    engine_pid = int((workdir / plan.prefix / "rtr" / "engine.pid").read_text())
+    os.kill(engine_pid, 0)
+    playbook("teardown", tdir)
+    assert not Path(f"/proc/{engine_pid}").exists()
+    assert not leftovers(m, plan.prefix, workdir, plan)

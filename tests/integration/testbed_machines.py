@@ -1,0 +1,148 @@
+"""Testbed "machines" for integration tests: one sshd per network namespace.
+
+Mininet's ``examples/sshd.py`` trick (DESIGN.md section 7): every machine is a
+namespace from :class:`swell.nsset.NetnsSet` running its own
+``/usr/sbin/sshd -D -o UseDNS=no -u0`` on its own management address; the
+management network is a bridge in the root namespace (a host interface with
+the set's prefix, so the set's cleanup removes it). Host keys, the client key,
+``authorized_keys``, ``known_hosts``, each sshd's config and PidFile all live
+in the test's temporary directory; nothing under ``/etc/ssh`` or ``~/.ssh`` is
+read or written. The privilege separation directory ``/run/sshd`` is made if
+missing and removed again afterwards. Experiment links are veths from each
+machine's ``exp0`` to the router's ``r<N>`` (offloads off).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from swell.nsset import NetnsSet, run_cmd
+
+SSHD = "/usr/sbin/sshd"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_mgmt_net() -> ipaddress.IPv4Network:
+    """A /24 in 10.250-253.x.0 no route of the root namespace touches."""
+    routes = run_cmd(["ip", "-4", "route", "show", "table", "all"]).stdout
+    used = [ipaddress.IPv4Network(w, strict=False) for ln in routes.splitlines()
+            for w in ln.split()[:1] if "/" in w]
+    for _ in range(200):
+        a, b = 250 + secrets.randbelow(4), secrets.randbelow(256)
+        net = ipaddress.IPv4Network(f"10.{a}.{b}.0/24")
+        if not any(net.overlaps(u) for u in used):
+            return net
+    raise RuntimeError("no free management /24")
+
+
+@dataclass
+class Machines:
+    netns: NetnsSet
+    tmp: Path
+    names: list[str]
+    ns: dict[str, str] = field(default_factory=dict)
+    mgmt: dict[str, str] = field(default_factory=dict)
+    procs: list[subprocess.Popen[Any]] = field(default_factory=list)
+    made_privsep: bool = False
+
+    @property
+    def key(self) -> Path:
+        return self.tmp / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.tmp / "known_hosts"
+
+    def hosts_file(self, roles: dict[str, str], workdir: Path) -> Path:
+        """A hosts file for swell (router ``rtr``; ``roles``: machine -> role)."""
+        data = {
+            "ssh": {"user": "root", "key": str(self.key), "known_hosts": str(self.known_hosts),
+                    "strict_host_keys": False},
+            "python": "/usr/bin/python3",
+            "swell": f"{REPO}/.venv/bin/python -m swell.experiments.testbed_cli",
+            "workdir": str(workdir),
+            "links_network": "172.30.0.0/16",
+            "router": {"name": "rtr", "address": self.mgmt["rtr"]},
+            "machines": [{"name": m, "address": self.mgmt[m], "iface": "exp0",
+                          "router_iface": f"r{i}", "role": roles[m]}
+                         for i, m in enumerate(self.names) if m != "rtr"],
+        }
+        path = self.tmp / "hosts.yml"
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    def ssh(self, machine: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        return run_cmd(["ssh", "-i", str(self.key), "-o", "BatchMode=yes", "-o",
+                        f"UserKnownHostsFile={self.known_hosts}", "-o",
+                        "StrictHostKeyChecking=no", f"root@{self.mgmt[machine]}", *argv],
+                       check=False, timeout=30)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if self.made_privsep:
+            shutil.rmtree("/run/sshd", ignore_errors=True)
+
+
+def start_machines(netns: NetnsSet, tmp: Path, names: list[str]) -> Machines:
+    """``names`` (one of them ``rtr``) as sshd namespaces on a management bridge."""
+    m = Machines(netns, tmp, names)
+    net = free_mgmt_net()
+    hosts = list(net.hosts())
+    bridge = f"{netns.prefix}br"
+    run_cmd(["ip", "link", "add", bridge, "type", "bridge"])
+    run_cmd(["ip", "addr", "add", f"{hosts[0]}/24", "dev", bridge])
+    run_cmd(["ip", "link", "set", bridge, "up"])
+    run_cmd(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(m.key)])
+    (tmp / "authorized_keys").write_text(Path(f"{m.key}.pub").read_text())
+    run_cmd(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "host_key")])
+    if not Path("/run/sshd").exists():
+        os.makedirs("/run/sshd", mode=0o755)
+        m.made_privsep = True
+    for i, name in enumerate(names):
+        ns = netns.add(name)
+        m.ns[name] = ns
+        addr = str(hosts[10 + i])
+        m.mgmt[name] = addr
+        host_end = f"{netns.prefix}m{i}"
+        run_cmd(["ip", "link", "add", host_end, "type", "veth", "peer", "name", "mgmt0",
+                 "netns", ns])
+        run_cmd(["ip", "link", "set", host_end, "master", bridge, "up"])
+        run_cmd(["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "mgmt0"])
+        run_cmd(["ip", "-n", ns, "link", "set", "mgmt0", "up"])
+        cfg = tmp / f"sshd-{name}.conf"
+        cfg.write_text("\n".join([
+            f"ListenAddress {addr}", f"HostKey {tmp / 'host_key'}",
+            f"PidFile {tmp / f'sshd-{name}.pid'}",
+            f"AuthorizedKeysFile {tmp / 'authorized_keys'}", "PermitRootLogin prohibit-password",
+            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
+            "StrictModes no", "UseDNS no", "MaxStartups 100", "MaxSessions 100",
+            "Subsystem sftp internal-sftp", ""]))
+        m.procs.append(netns.popen(ns, [SSHD, "-D", "-e", "-u0", "-f", str(cfg)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for i, name in enumerate(names):
+        if name != "rtr":
+            netns.veth(m.ns[name], "exp0", m.ns["rtr"], f"r{i}")
+    deadline = time.monotonic() + 10
+    for name in names:
+        while m.ssh(name, "true").returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"sshd of {name} not reachable")
+            time.sleep(0.1)
+    return m
