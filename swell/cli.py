@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "swell.generators.cli",  # swell gen ...
     "swell.analysis.cli",  # swell energy, swell fidelity
     "swell.experiments.cli",  # swell run, swell report, swell check
+    "swell.experiments.testbed_cli",  # swell testbed render|host
 )
 
 EPILOG = """\
