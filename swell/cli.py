@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "swell.extract.cli",  # swell extract, swell model show|variant
     "swell.extract.flows_cli",  # swell flows read|collect
     "swell.extract.fit_cli",  # swell fit packets|mmpp
+    "swell.extract.harpoon_cli",  # swell harpoon extract
     "swell.topologies.cli",  # swell topo up|status|down, swell cleanup, swell doctor
     "swell.generators.cli",  # swell gen ...
     "swell.analysis.cli",  # swell energy, swell fidelity
