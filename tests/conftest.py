@@ -3,7 +3,9 @@
 Layers (markers applied by folder): ``tests/unit`` needs no root;
 ``tests/integration`` needs root and network namespaces and is skipped with a
 visible reason when not root. Tests that need ``sch_netem`` carry the
-``netem`` marker and are skipped with a reason on kernels without it.
+``netem`` marker and are skipped with a reason on kernels without it; on such
+a host ``./test.sh`` runs them in a QEMU guest with a stock kernel instead
+(``scripts/vmtest.sh``, the VM layer), and the skip reason says so.
 
 Shared data: ``SHARED_DATA`` is ``../shared/data`` beside the checkout (the
 real captures); ``DATA`` is the project's own ``data/`` folder (the
@@ -23,9 +25,15 @@ DATA = REPO / "data"
 SHARED_DATA = Path(os.environ.get("SWELL_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+NO_NETEM = (
+    "kernel has no sch_netem (the tc probe failed); ./test.sh runs the netem tests in a "
+    "QEMU guest with a stock kernel (scripts/vmtest.sh) when this host can boot one"
+)
+
+
 def _has_netem() -> bool:
     try:
-        from swell.topologies.doctor import kernel_has_qdisc  # type: ignore[import-not-found]
+        from swell.topologies.probe import kernel_has_qdisc
 
         return kernel_has_qdisc("netem")
     except Exception:
@@ -47,9 +55,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if netem is None:
                 netem = _has_netem()
             if not netem:
-                item.add_marker(
-                    pytest.mark.skip(reason="kernel has no sch_netem (modprobe sch_netem failed)")
-                )
+                item.add_marker(pytest.mark.skip(reason=NO_NETEM))
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,302 @@
+"""The netem engine as users meet it, on a kernel with sch_netem (the VM layer here).
+
+This machine's kernel has no sch_netem, so these tests run inside a QEMU guest
+booting Debian's stock kernel (``scripts/vmtest.sh``, called by ``./test.sh``);
+elsewhere they run wherever the kernel has netem.
+
+Functional assertions are kept apart from timing ones. Timing under TCG (no
+KVM here) is coarse: every packet costs emulated CPU, and every netem delay is
+an hrtimer that fires late. So RTT checks are made against a **baseline
+measured in the same guest**: the same dumbbell with every delay set to zero
+(same hops, same qdiscs). A path must then take configured delay + baseline,
+within ``SLACK_PER_DELAY_HOP_MS`` for each netem hop that holds a delay (timer
+lateness; measured 0.1-0.6 ms per hop under TCG, ~0 on real hardware). A delay
+applied twice, or queueing in the htb tree, would show as whole milliseconds
+more: the differential check (two hosts in one namespace whose access delays
+differ by 4 ms must differ by 8 ms in RTT) catches it even on a 1 ms link.
+
+Loss, rate and queue checks are functional: counts from ping, iperf3, the
+bottleneck capture and the kernel's own qdisc counters, with binomial
+tolerances.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+from pathlib import Path
+
+import dpkt
+import pytest
+
+from swell.topologies import netem
+from swell.topologies.layout import EDGE
+from swell.topologies.spec import spec_from_dict
+from swell.topologies.topology import EmulatedHost, Topology
+
+pytestmark = pytest.mark.netem
+
+SLACK_PER_DELAY_HOP_MS = 0.5
+_TIME = re.compile(r"icmp_seq=(\d+) .*time=([0-9.]+) ms")
+
+BERNOULLI_P = 0.1
+GE = {"kind": "gilbert", "p_gb": 0.02, "p_bg": 0.25}  # mean loss 7.4%, mean burst 4 packets
+
+
+def links_spec(delays: bool = True) -> dict:
+    """One client namespace, one host per behaviour; ``delays=False`` is the baseline."""
+
+    def d(ms: float) -> float:
+        return ms if delays else 0.0
+
+    return {
+        "network": "10.77.0.0/16",
+        "bottleneck": {"rate_mbps": 100, "delay_ms": d(10), "queue_packets": 2000,
+                       "reverse": {"rate_mbps": 100, "delay_ms": d(5), "queue_packets": 2000}},
+        "clients": {"count": 6, "namespaces": 1, "access": [
+            {"delay_ms": d(1)},
+            {"delay_ms": d(5)},
+            {"delay_ms": d(1), "rate_mbps": 5, "queue_packets": 30},
+            {"delay_ms": d(1), "loss": {"kind": "bernoulli", "p": BERNOULLI_P}},
+            {"delay_ms": d(1), "loss": GE},
+            # bandwidth-delay product 1,667 packets: netem's default limit (1000) would drop
+            {"delay_ms": d(200), "rate_mbps": 100, "queue_packets": 50},
+        ]},
+        "servers": {"count": 1, "access": {"delay_ms": d(2)}},
+        "foreground": {"clients": 0, "servers": 0},
+    }
+
+
+def ping(topo: Topology, a: EmulatedHost, b: EmulatedHost, count: int, interval: float = 0.01,
+         size: int = 56, preload: int = 0) -> dict[int, float]:
+    """icmp_seq -> RTT (ms) of the replies ``a`` got from ``b``."""
+    argv = ["ping", "-n", "-c", str(count), "-i", str(interval), "-s", str(size), "-W", "3",
+            "-I", a.ip, b.ip]
+    if preload:
+        argv[1:1] = ["-l", str(preload)]
+    out = topo.run_in(a, argv, check=False, timeout=120).stdout
+    return {int(s): float(t) for s, t in _TIME.findall(out)}
+
+
+def median_rtt(topo: Topology, a: EmulatedHost, b: EmulatedHost, count: int = 30) -> float:
+    rtts = ping(topo, a, b, count)
+    assert len(rtts) >= count - 1, f"{a.ip} -> {b.ip}: {len(rtts)}/{count} replies"
+    return statistics.median(list(rtts.values())[1:])
+
+
+def netem_leaf(topo: Topology, host: EmulatedHost, way: str) -> dict:
+    """The kernel's counters of ``host``'s netem leaf, ``way`` "up" or "down"."""
+    layout = topo.layout
+    node = next(n for n in topo.plan.nodes if n.suffix == host.node)
+    index = [str(h) for h in node.hosts].index(host.ip)
+    handle = netem.host_classid(index).split(":")[1] + ":"
+    suffix, dev = ((host.node, layout.host_intf[host.node]) if way == "up"
+                   else (EDGE[host.side], layout.edge_intf[host.node]))
+    out = topo.run_in(suffix, ["tc", "-s", "-j", "qdisc", "show", "dev", dev]).stdout
+    leaves = [q for q in json.loads(out) if q["kind"] == "netem" and q["handle"] == handle]
+    assert len(leaves) == 1, out
+    return leaves[0]
+
+
+def bottleneck_leaf(topo: Topology, direction: str) -> dict:
+    dev = topo.layout.core_port["right" if direction == "forward" else "left"]
+    out = topo.run_in("r", ["tc", "-s", "-j", "qdisc", "show", "dev", dev]).stdout
+    return next(q for q in json.loads(out) if q["kind"] == "netem")
+
+
+def runs_of_missing(seqs: set[int], count: int) -> list[int]:
+    """Lengths of the runs of consecutive missing sequence numbers in 1..count."""
+    runs, run = [], 0
+    for s in range(1, count + 1):
+        if s in seqs:
+            if run:
+                runs.append(run)
+            run = 0
+        else:
+            run += 1
+    return runs + ([run] if run else [])
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    """Median RTTs (ms) of c0 and c1 to s0 on the zero-delay dumbbell (same guest, same hops)."""
+    with Topology(spec_from_dict(links_spec(delays=False)), engine="netem") as topo:
+        s0 = topo.servers[0]
+        out = {h.ip: median_rtt(topo, h, s0) for h in topo.clients[:2]}
+    print(f"zero-delay baseline RTT: {out}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def links():
+    with Topology(spec_from_dict(links_spec()), engine="netem") as topo:
+        assert topo.engine_name == "netem"
+        yield topo
+    assert topo.report["problems"] == []
+
+
+def test_delays_both_directions(links, baseline):
+    c0, c1 = links.clients[:2]
+    s0 = links.servers[0]
+    got = {}
+    for host in (c0, c1):
+        expected = links.expected_rtt_ms(host, s0)
+        got[host.ip] = median_rtt(links, host, s0)
+        excess = got[host.ip] - baseline[host.ip] - expected
+        print(f"{host.ip}: RTT {got[host.ip]:.3f} ms = configured {expected:.3f} + baseline "
+              f"{baseline[host.ip]:.3f} + {excess:+.3f}")
+        # six delayed netem hops per round trip: access up/down twice, bottleneck both ways
+        assert -0.1 <= excess <= 6 * SLACK_PER_DELAY_HOP_MS, (host.ip, got[host.ip])
+    # functional: the 4 ms of extra one-way access delay is applied once each way
+    diff = got[c1.ip] - got[c0.ip]
+    assert abs(diff - 8.0) <= 2 * SLACK_PER_DELAY_HOP_MS, f"c1 - c0 = {diff:.3f} ms, expected 8"
+
+
+def iperf3_mbps(topo, client, server, reverse=False, seconds=3.0, port=5301) -> float:
+    argv = ["iperf3", "-s", "-1", "--forceflush", "-B", server.ip, "-p", str(port)]
+    srv = topo.popen_in(server, argv, stdout=subprocess.PIPE, text=True)
+    while "listening" not in (line := srv.stdout.readline()):
+        assert line, "iperf3 server exited"
+    argv = ["iperf3", "-c", server.ip, "-B", client.ip, "-p", str(port), "-t", str(seconds),
+            "-J", *(["-R"] if reverse else [])]
+    out = topo.run_in(client, argv, timeout=60).stdout
+    srv.wait(timeout=20)
+    return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+
+
+def test_access_rate_both_directions(links):
+    c2, s0 = links.clients[2], links.servers[0]
+    for reverse in (False, True):
+        mbps = iperf3_mbps(links, c2, s0, reverse=reverse)
+        print(f"{c2.ip} 5 Mbit/s access, {'down' if reverse else 'up'}: TCP {mbps:.2f} Mbit/s")
+        # TCP/IP headers take ~4% of a full frame; TCG may fall a little short
+        assert 0.8 * 5 <= mbps <= 1.0 * 5, (reverse, mbps)
+
+
+def test_bernoulli_loss_both_directions(links):
+    c3, s0 = links.clients[3], links.servers[0]
+    n = 1500
+    before = {w: netem_leaf(links, c3, w) for w in ("up", "down")}
+    replies = ping(links, c3, s0, n, interval=0.002)
+    after = {w: netem_leaf(links, c3, w) for w in ("up", "down")}
+    # each way: the kernel counts what its leaf dropped against what it let through
+    for way in ("up", "down"):
+        sent = after[way]["packets"] - before[way]["packets"]
+        dropped = after[way]["drops"] - before[way]["drops"]
+        rate = dropped / (sent + dropped)
+        sd = (BERNOULLI_P * (1 - BERNOULLI_P) / (sent + dropped)) ** 0.5
+        print(f"{way}: {dropped}/{sent + dropped} dropped ({rate:.3f})")
+        assert abs(rate - BERNOULLI_P) < 4 * sd, (way, rate)
+    # end to end: requests and replies each cross one lossy leaf
+    expected = n * (1 - BERNOULLI_P) ** 2
+    assert abs(len(replies) - expected) < 4 * (n * 0.19 * 0.81) ** 0.5, len(replies)
+    runs = runs_of_missing(set(replies), n)
+    assert statistics.mean(runs) < 1.6  # independent drops: short runs
+
+
+def test_gilbert_elliott_loss_is_bursty(links):
+    c4, s0 = links.clients[4], links.servers[0]
+    n = 3000
+    before = {w: netem_leaf(links, c4, w) for w in ("up", "down")}
+    replies = ping(links, c4, s0, n, interval=0.002)
+    after = {w: netem_leaf(links, c4, w) for w in ("up", "down")}
+    pi_bad = GE["p_gb"] / (GE["p_gb"] + GE["p_bg"])  # stationary share of the bad state
+    for way in ("up", "down"):
+        sent = after[way]["packets"] - before[way]["packets"]
+        dropped = after[way]["drops"] - before[way]["drops"]
+        rate = dropped / (sent + dropped)
+        print(f"GE {way}: {dropped}/{sent + dropped} dropped ({rate:.3f}, model {pi_bad:.3f})")
+        assert 0.5 * pi_bad < rate < 1.6 * pi_bad, (way, rate)
+    runs = runs_of_missing(set(replies), n)
+    mean_run = statistics.mean(runs)
+    print(f"GE: {n - len(replies)} of {n} round trips lost in {len(runs)} runs, "
+          f"mean run {mean_run:.2f}")
+    # bursts of mean 1/p_bg = 4 each way; Bernoulli at this loss would give runs of ~1.2
+    assert mean_run > 2.5, mean_run
+
+
+def test_queue_limit_holds_the_bandwidth_delay_product(links):
+    c5, s0 = links.clients[5], links.servers[0]
+    limit = netem.netem_limit(c5.link)
+    assert limit == 50 + 1667 > netem.DEFAULT_QUEUE_PACKETS
+    for way in ("up", "down"):
+        assert netem_leaf(links, c5, way)["options"]["limit"] == limit
+    # A burst from s0 to c5, all of it in flight at once: c5's down leaf (on the edge
+    # router, forwarding) holds 1,200 packets in its 200 ms delay line. (A burst from c5
+    # itself would not do: a local sender's socket is pushed back and retries.)
+    burst = 1200
+    before = netem_leaf(links, c5, "down")["drops"]
+    replies = ping(links, s0, c5, burst, interval=0.0005, size=1000, preload=burst)
+    assert netem_leaf(links, c5, "down")["drops"] == before
+    assert len(replies) == burst, f"{len(replies)}/{burst} replies"
+    # the same burst through netem's default limit loses what does not fit
+    edge, dev = EDGE[c5.side], links.layout.edge_intf[c5.node]
+    handle = netem.host_classid(5)
+    change = ["tc", "qdisc", "change", "dev", dev, "parent", handle,
+              "handle", handle.split(":")[1] + ":", "netem", "delay", "200ms"]
+    links.run_in(edge, [*change, "limit", str(netem.DEFAULT_QUEUE_PACKETS)])
+    try:
+        replies = ping(links, s0, c5, burst, interval=0.0005, size=1000, preload=burst)
+    finally:
+        links.run_in(edge, [*change, "limit", str(limit)])
+    dropped = netem_leaf(links, c5, "down")["drops"] - before
+    print(f"netem's default limit: {dropped} of a {burst}-packet burst dropped, "
+          f"{len(replies)} replies")
+    assert dropped >= burst - netem.DEFAULT_QUEUE_PACKETS - 20  # a few may leave in time
+    assert len(replies) == burst - dropped
+
+
+def read_udp(path: Path, dport: int, min_len: int) -> list[tuple[float, int]]:
+    """(time, frame length) of the UDP packets to ``dport`` of ``min_len`` bytes or more.
+
+    Lengths come from the IP header: the capture keeps only the first bytes (snaplen).
+    """
+    out = []
+    with open(path, "rb") as f:
+        for ts, buf in dpkt.pcap.Reader(f):
+            ip = dpkt.ethernet.Ethernet(buf).data
+            if isinstance(ip, dpkt.ip.IP) and ip.p == dpkt.ip.IP_PROTO_UDP \
+                    and ip.data.dport == dport and ip.len + 14 >= min_len:
+                out.append((float(ts), ip.len + 14))
+    return out
+
+
+@pytest.mark.slow
+def test_bottleneck_rate_drops_and_capture(tmp_path):
+    spec = spec_from_dict({
+        "network": "10.78.0.0/16",
+        "bottleneck": {"rate_mbps": 10, "delay_ms": 5, "queue_packets": 20,
+                       "reverse": {"rate_mbps": 5, "delay_ms": 5, "queue_packets": 40}},
+        "foreground": {"clients": 1, "servers": 1},
+    })
+    with Topology(spec, engine="netem", capture_dir=tmp_path) as topo:
+        a, b = topo.fg_clients[0], topo.fg_servers[0]
+        for reverse, rate in ((False, 10), (True, 5)):
+            mbps = iperf3_mbps(topo, a, b, reverse=reverse)
+            print(f"bottleneck {rate} Mbit/s: TCP {mbps:.2f} Mbit/s")
+            assert 0.8 * rate <= mbps <= rate, (reverse, mbps)
+        # UDP at twice the forward rate: the bottleneck's queue overflows
+        before = bottleneck_leaf(topo, "forward")
+        srv = topo.popen_in(b, ["iperf3", "-s", "-1", "-B", b.ip, "-p", "5302", "-J"],
+                            stdout=subprocess.PIPE, text=True)
+        out = topo.run_in(a, ["iperf3", "-u", "-c", b.ip, "-B", a.ip, "-p", "5302", "-b", "20M",
+                              "-l", "1000", "-t", "2", "-J"], timeout=60).stdout
+        server = json.loads(srv.communicate(timeout=30)[0])
+        after = bottleneck_leaf(topo, "forward")
+    sent = json.loads(out)["end"]["sum"]["packets"]
+    received = server["end"]["sum"]["packets"] - server["end"]["sum"]["lost_packets"]
+    dropped = after["drops"] - before["drops"]
+    reports = {c["direction"]: c for c in topo.report["captures"]}
+    assert topo.report["problems"] == []
+    assert reports["forward"]["dropped"] == 0  # tcpdump lost nothing
+    # iperf3's data datagrams (1000 B payload), not its 4-byte hello
+    captured = read_udp(Path(reports["forward"]["path"]), 5302, 1000)
+    print(f"UDP: sent {sent}, bottleneck dropped {dropped}, captured {len(captured)}, "
+          f"received {received}")
+    assert dropped > 0.3 * sent
+    # the capture is the bottleneck's exit: what was sent minus what its queue dropped
+    assert len(captured) == sent - dropped == received
+    rate = sum(size for _, size in captured) * 8 / (captured[-1][0] - captured[0][0]) / 1e6
+    assert 0.9 * 10 <= rate <= 1.1 * 10, f"capture shows {rate:.2f} Mbit/s"
