@@ -142,14 +142,17 @@ class RpsGenerator(Generator):
 
     def collect(self, warmup_s: float = 0.0) -> GenResult:
         rows: list[dict[str, Any]] = []
-        t0s = []
+        t0s, due = [], 0
         for p, rec in self.runners:
             if p.popen.returncode not in (0, -15):
                 raise SwellError(p.label, p.error_text())
-            t0s += [r["t0"] for r in parse_json_lines(p.drain()) if "t0" in r]
+            ends = [r for r in parse_json_lines(p.drain()) if "t0" in r]
+            t0s += [r["t0"] for r in ends]
+            due += sum(int(r["due"]) for r in ends)
             if rec.exists():
                 rows += [json.loads(ln) for ln in rec.read_text().splitlines() if ln]
-        ok = [r for r in rows if "error" not in r and 200 <= r.get("status", 0) < 300]
+        done = [r for r in rows if "end" in r]  # the others were cut by the stop
+        ok = [r for r in done if "error" not in r and 200 <= r.get("status", 0) < 300]
         rt = np.array([r["end"] - r["start"] for r in ok])
         width = self.spec.interval_s or self.model.interval_s
         t0 = min(t0s) if t0s else 0.0
@@ -158,8 +161,11 @@ class RpsGenerator(Generator):
         summary = {
             "sessions_planned": len(self.sessions),
             "requests_planned": sum(len(s["reqs"]) for s in self.sessions),
+            # sessions whose start time came before the runners were stopped
+            "sessions_due": due,
             "sessions_started": int(firsts.size), "requests": len(rows),
-            "requests_ok": len(ok), "errors": len(rows) - len(ok),
+            "requests_ok": len(ok), "errors": len(done) - len(ok),
+            "requests_cut": len(rows) - len(done),
             "response_s_mean": float(rt.mean()) if rt.size else None,
             "response_s_p95": float(np.percentile(rt, 95)) if rt.size else None,
             "sources_used": len({r["src"] for r in rows}), "interval_s": width,

@@ -7,8 +7,8 @@ The schedule (JSON) lists sessions: ``{"t": start offset s, "src": address,
 session runs in its own thread: at its start time it fetches its pages one
 after another, each on a new connection bound to the session's source
 address (HTTP/1.0), thinking ``think_s`` after each. One JSON line per
-request goes to RECORDS: session, request index, start and end
-(CLOCK_MONOTONIC s), bytes, status (or the error). Start times count from
+request attempted goes to RECORDS: session, request index, start and end
+(CLOCK_MONOTONIC s), bytes, status (or the error; no end: cut by the stop). Start times count from
 the moment the schedule is read; a summary line goes to stdout at the end.
 
 Why not httperf ``--wsesslog``: it starts sessions at a fixed or Poisson
@@ -58,13 +58,15 @@ def session(i: int, sess: dict[str, Any], host: str, port: int, t0: float,
             return
         start = time.monotonic()
         rec: dict[str, Any] = {"session": i, "req": k, "src": sess["src"], "start": start}
-        try:
-            rec["status"], rec["bytes"] = fetch(sess["src"], host, port, path, timeout)
-        except OSError as exc:
-            rec["error"] = str(exc)
-        rec["end"] = time.monotonic()
-        with lock:
+        with lock:  # recorded when attempted: one still in flight at the stop has no end
             out.append(rec)
+        try:
+            status, got = fetch(sess["src"], host, port, path, timeout)
+            with lock:
+                rec.update(status=status, bytes=got, end=time.monotonic())
+        except OSError as exc:
+            with lock:
+                rec.update(error=str(exc), end=time.monotonic())
         if STOP.wait(think):
             return
 
@@ -85,13 +87,15 @@ def main(argv: list[str]) -> int:
     for t in threads:
         while t.is_alive() and not STOP.is_set():
             t.join(0.2)
+    elapsed = time.monotonic() - t0
     STOP.set()
     with lock:
-        rows = list(out)
+        rows = [dict(r) for r in out]
     with open(records_path, "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    print(json.dumps({"t0": t0, "requests": len(rows),
+    due = sum(1 for x in sched["sessions"] if x["t"] <= elapsed)  # start time reached
+    print(json.dumps({"t0": t0, "elapsed": elapsed, "due": due, "requests": len(rows),
                       "errors": sum(1 for r in rows if "error" in r)}), flush=True)
     return 0
 
