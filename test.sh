@@ -21,6 +21,8 @@ fi
 export PATH="$PWD/.venv/bin:$HOME/.cargo/bin:$PATH"
 echo "== ruff"
 ruff check .
+echo "== ansible-lint (testbed playbooks)"
+(cd ansible && ansible-lint --nocolor -q .)
 echo "== cargo test (native core)"
 cargo test --release --locked --quiet 2>&1 | grep -Ev "^\s*$|^running 0 tests|Running|Doc-tests"
 echo "== pytest"

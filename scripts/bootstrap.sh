@@ -24,7 +24,8 @@ APT_PACKAGES=(
   d-itg httperf apache2 tcpreplay nfdump iperf3
   build-essential pkg-config curl ca-certificates git procps psmisc kmod iputils-ping libxxhash0
   ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
+  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav socat
+  openssh-server
 )
 # (The VM test layer's pieces - a stock kernel, QEMU, virtme-ng - are a test
 # dependency only: scripts/bootstrap-vm.sh, which ./test.sh runs.)
