@@ -19,7 +19,8 @@
 # * The guest shares the checkout read-write (--rwdir); its /tmp, /run and /var
 #   are overlays in guest memory, so namespaces, state and pytest's tmp dirs
 #   stay inside the guest. The guest runs this same script with --guest.
-# * Limits: KVM probe 60 s, TCG probe 150 s, the tests 480 s (VM layer < 10 min).
+# * Limits: KVM probe 60 s, TCG probe 150 s, the tests 480 s (VM layer < 10 min);
+#   SWELL_VM_RUN_S raises the last one for a long --exec (bench/bench_engines.py).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
