@@ -16,8 +16,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from swell.experiments.report import make_report
     from swell.experiments.runner import run_experiment
 
-    study = run_experiment(args.experiment, args.output, full=args.full, engine=args.engine,
-                           cleanup=args.cleanup)
+    if args.testbed:
+        from swell.experiments.testbed_study import run_testbed_study
+
+        study = run_testbed_study(args.experiment, args.testbed, args.output, full=args.full)
+    else:
+        study = run_experiment(args.experiment, args.output, full=args.full,
+                               engine=args.engine, cleanup=args.cleanup)
     print(f"study: {study}")
     if not args.no_report:
         print(f"report: {make_report(study)}")
@@ -56,6 +61,8 @@ def register(sub: Any) -> None:
     p.add_argument("--no-report", action="store_true", help="skip writing the report")
     p.add_argument("--cleanup", action="store_true", help="remove a killed run's leftovers "
                    "(as 'swell cleanup' does) instead of refusing to start beside them")
+    p.add_argument("--testbed", metavar="HOSTS", help="run on the machines of a hosts file "
+                   "(or a 'swell testbed render' directory) with Ansible; see docs/testbed.md")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("report", help="plots and an HTML page from a study's results.json",

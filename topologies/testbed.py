@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ipaddress
 import shlex
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -338,7 +339,9 @@ def write_inventory(plan: TestbedPlan, hosts: HostsFile, out: str | Path) -> Pat
 
 @dataclass(frozen=True)
 class SshPlace(Place):
-    """A testbed machine: commands run there over ssh (quoted for the remote shell)."""
+    """A testbed machine: commands run there over ssh through the signal relay
+    (:mod:`swell.topologies.ssh_relay`): a signal sent to the local process reaches
+    the remote command, and the remote command dies when the local one does."""
 
     host: str
     ssh_args: tuple[str, ...] = ()
@@ -349,7 +352,11 @@ class SshPlace(Place):
         return self.label
 
     def argv(self, argv: Sequence[str]) -> list[str]:
-        return ["ssh", *self.ssh_args, self.host, shlex.join(argv)]
+        from swell.topologies.ssh_relay import REMOTE
+
+        remote = shlex.join(["sh", "-c", REMOTE, "swell-remote", *argv])
+        return [sys.executable, "-m", "swell.topologies.ssh_relay", "ssh", *self.ssh_args,
+                self.host, remote]
 
 
 def ssh_args(hosts: HostsFile, control_dir: Path | None = None) -> tuple[str, ...]:

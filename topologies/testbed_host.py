@@ -121,6 +121,8 @@ def edge_up(v: dict[str, Any], undo: Undo) -> None:
     for a in v["aliases"]:
         _ip(undo, ["addr", "add", f"{a}/32", "dev", dev], ["addr", "del", f"{a}/32", "dev", dev])
     route = [v["network"], "via", v["router_ip"], "dev", dev]
+    if v["aliases"]:  # unbound sockets (e.g. a readiness probe) leave as an emulated host
+        route += ["src", v["aliases"][0]]
     _ip(undo, ["route", "add", *route], ["route", "del", *route])
 
 

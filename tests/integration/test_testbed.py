@@ -19,6 +19,7 @@ import re
 import statistics
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -187,3 +188,56 @@ def test_teardown_after_a_killed_run(testbed, tmp_path):
     playbook("teardown", tdir)
     assert not Path(f"/proc/{engine_pid}").exists()
     assert not leftovers(m, plan.prefix, workdir, plan)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_study_on_the_testbed(testbed, tmp_path):
+    """``swell run --testbed``: Swing background and httperf across the machines, the
+    same results form as a local run, the background at its asked load, and nothing
+    left on the machines afterwards."""
+    from swell.experiments.report import make_report
+    from swell.experiments.testbed_study import run_testbed_study
+
+    m = testbed
+    exp = tmp_path / "testbed.yaml"
+    # the short schedule drawn from this trace offers ~20 Mbit/s server -> client:
+    # a 50 Mbit/s bottleneck carries it without cutting connections at the end
+    exp.write_text(EXPERIMENT.replace("rate_mbps: 20", "rate_mbps: 50"))
+    workdir = tmp_path / "hostfiles"
+    hosts = m.hosts_file(ROLES, workdir)
+    study = run_testbed_study(exp, hosts, tmp_path / "study")
+    results = json.loads((study / "results.json").read_text())
+    (run,) = results["runs"]
+    for key in ("bottleneck", "foreground", "generator", "load", "timing", "problems",
+                "engine", "spec", "asked_mbps"):
+        assert key in run, key
+    # a 15 s run stops Swing's longer transfers in flight ("cut at the end"), a
+    # consequence of the short window, not of the testbed; every other problem fails
+    problems = [p for p in run["problems"] if "cut at the end and 0 failed" not in p]
+    assert not problems, problems
+    load = run["load"]
+    assert sum(load[d]["asked_mbps"] for d in ("forward", "reverse")) == pytest.approx(2.0)
+    for d in ("forward", "reverse"):
+        assert load[d]["delivered_mbps"] >= 0.8 * load[d]["asked_mbps"], load
+    assert run["bottleneck"]["forward"]["bg_packets"] > 1000
+    assert run["foreground"], "no foreground results"
+    tb = run["testbed"]
+    assert set(tb["machines"]) == set(MACHINES)
+    assert all(f["kernel"] and f["tools"]["httperf"] for f in tb["machines"].values())
+    assert make_report(study).exists()
+    rdir = study / "runs" / run["key"] / f"rep{run['repetition']}"
+    data = json.loads((rdir / "testbed" / "testbed.json").read_text())["plan"]
+    plan = SimpleNamespace(hosts=[EmulatedHost(**h) for h in data["hosts"]],
+                           edges=[SimpleNamespace(**e) for e in data["edges"]],
+                           ports=[SimpleNamespace(**p) for p in data["ports"]])
+    left = leftovers(m, data["prefix"], workdir, plan)
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if any(w in cmd for w in (b"swell-gen", b"httperf", b"ssh_relay", b"apache2 -f")):
+                left.append(f"process {pid}: {cmd[:80]!r}")
+    assert not left, left

@@ -1,0 +1,243 @@
+"""``swell run EXPERIMENT --testbed HOSTS``: a study on real machines, driven by Ansible.
+
+Every run goes the way a local run goes (:mod:`swell.experiments.runner`), with
+the topology replaced by a testbed:
+
+1. render: the run's topology spec (access links drawn from the model with the
+   run's seed) mapped onto the machines of the hosts file, into
+   ``RUN/testbed/`` (:func:`~swell.experiments.testbed_run.render_run`'s steps);
+2. ``prepare`` (first run of the study only: installs, kernel features) and
+   ``layout`` (addresses, routes, the router's engine with its captures);
+3. the record of the testbed: ``swell testbed host facts`` on every machine
+   (kernel, engines, tool versions) into ``RUN/host.json`` and the results;
+4. the traffic: the same kinds from the registry, driven by the same
+   :class:`~swell.experiments.session.Session`, on a placement whose endpoints
+   are the machines (:class:`~swell.topologies.testbed.SshPlace`; signals reach
+   the remote processes, which die with their local relay). The run's clock is
+   the control machine's: servers, then background, then foreground, all timed
+   from the session's start;
+5. ``collect`` (stops the engine, fetches its captures and counters into
+   ``RUN/testbed/collected``; the bottleneck captures are moved to
+   ``RUN/capture``), then ``teardown``, always;
+6. :func:`~swell.experiments.collect.collect_run` makes the same results entry
+   as a local run, plus a ``testbed`` entry, so ``swell report`` is unchanged.
+
+Files: the kinds write their inputs (schedules, Apache's configuration) into
+the run directory on the control machine, and the machines' processes read
+and write their files at the same paths. The run directory must therefore be
+on a file system the machines share at the same path (NFS; the integration
+test's machines share one file system). This is checked before traffic
+starts (:func:`check_shared`); pushing files per machine is not done.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from swell.errors import SwellError
+from swell.experiments.collect import collect_run
+from swell.experiments.results import RESULTS_VERSION, assemble_results
+from swell.experiments.runner import _is_study, _kinds, host_metadata, run_digest
+from swell.experiments.schema import RunPlan, expand_runs, load_experiment
+from swell.experiments.session import Session
+from swell.experiments.testbed_run import playbook, run_topology
+from swell.fsutil import check_output, dir_lock, write_json, write_text
+from swell.generators.kind import PrepareContext, RunContext
+from swell.placement import Endpoint, Placement
+from swell.progress import Progress
+from swell.topologies.testbed import (
+    HostsFile,
+    SshPlace,
+    TestbedPlan,
+    load_hosts,
+    plan_testbed,
+    ssh_args,
+    write_inventory,
+)
+
+ENGINE = "native"  # the router's swell-link (the testbed's only engine today)
+
+
+def hosts_of(testbed: str | Path) -> tuple[HostsFile, Path]:
+    """The hosts file behind ``--testbed``: a hosts file, or a rendered directory."""
+    p = Path(testbed)
+    if p.is_dir():
+        try:
+            data = json.loads((p / "testbed.json").read_text())["hosts"]
+        except (OSError, ValueError, KeyError):
+            raise SwellError(p, "not a rendered testbed (no testbed.json); give the "
+                             "hosts file or a 'swell testbed render' directory") from None
+        path = p / "hosts.yml"
+        write_text(path, json.dumps(data))
+        return load_hosts(path), path
+    return load_hosts(p), p
+
+
+def render_plan(plan: RunPlan, hosts: HostsFile, base_dir: Path, models: Path,
+                out: Path, prefix: str) -> tuple[TestbedPlan, dict[str, Any]]:
+    """The testbed of one run (its inventory in ``out``) and its topology spec."""
+    from swell.topologies.addressing import plan_addresses
+    from swell.topologies.spec import spec_from_dict
+    from swell.topologies.topology import resolve_host_links
+
+    topo = run_topology(plan, hosts, base_dir, models)
+    spec = spec_from_dict(topo, f"{plan.key} topology")
+    links = resolve_host_links(spec, plan_addresses(spec))
+    tb = plan_testbed(spec, {k: list(v) for k, v in links.items()}, hosts, prefix)
+    write_inventory(tb, hosts, out)
+    return tb, topo
+
+
+def placement_for(tb: TestbedPlan, hosts: HostsFile) -> Placement:
+    """Every emulated host of the run, placed on its machine (commands over ssh)."""
+    from swell.topologies.placement import access_link, path_facts
+    from swell.topologies.spec import LinkDir, spec_from_dict
+
+    args = ssh_args(hosts)
+    address = {m.name: m.address for m in hosts.machines}
+    roles: dict[str, list[Endpoint]] = {"bg_clients": [], "bg_servers": [],
+                                        "fg_clients": [], "fg_servers": []}
+    for h in tb.hosts:
+        role = f"{h.role}_{'clients' if h.side == 'left' else 'servers'}"
+        link = None if h.link is None else access_link(LinkDir.model_validate(h.link))
+        roles[role].append(Endpoint(ip=h.ip, place=SshPlace(address[h.machine], args,
+                                                            h.machine),
+                                    group=h.machine, link=link))
+    spec = spec_from_dict(tb.spec, "testbed spec")
+    return Placement(**{k: tuple(v) for k, v in roles.items()}, path=path_facts(spec))
+
+
+def machine_facts(hosts: HostsFile) -> dict[str, Any]:
+    """``swell testbed host facts`` of every machine (kernel, engines, tool versions)."""
+    args = ssh_args(hosts)
+    out: dict[str, Any] = {}
+    for name, addr, role in [(hosts.router.name, hosts.router.address, "router"),
+                             *((m.name, m.address, m.role) for m in hosts.machines)]:
+        res = SshPlace(addr, args, name).run([*hosts.swell.split(), "testbed", "host",
+                                              "facts"], timeout=60)
+        if res.returncode != 0:
+            raise SwellError(name, f"facts: {res.stderr.strip()[-300:] or 'failed'}")
+        out[name] = {"role": role, "address": addr, **json.loads(res.stdout)}
+    return out
+
+
+def check_shared(rdir: Path, hosts: HostsFile) -> None:
+    """Every machine sees the run directory at the same path (see the module docstring)."""
+    token = rdir / ".shared-check"
+    write_text(token, rdir.name)
+    args = ssh_args(hosts)
+    try:
+        for m in hosts.machines:
+            res = SshPlace(m.address, args, m.name).run(["cat", str(token)], timeout=30)
+            if res.stdout.strip() != rdir.name:
+                raise SwellError(m.name, f"does not see the run directory {rdir} (it must "
+                                 "be shared at the same path, e.g. NFS)")
+    finally:
+        token.unlink(missing_ok=True)
+
+
+def _engine_stats(collected: Path) -> dict[str, Any] | None:
+    path = collected / "link-stats.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return json.loads(lines[-1]) if lines else None
+
+
+def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: Path,
+            prog: Progress, prepare: bool) -> dict[str, Any]:
+    from swell.experiments.testbed_run import new_testbed_prefix
+    from swell.topologies.placement import path_facts
+    from swell.topologies.spec import spec_from_dict
+
+    rdir = rdir.resolve()
+    exp = plan.spec
+    bg, fg = _kinds(exp, PrepareContext(base_dir, study / "models", plan.seed))
+    tdir = rdir / "testbed"
+    tb, topo_dict = render_plan(plan, hosts, base_dir, study / "models", tdir,
+                                new_testbed_prefix())
+    spec = spec_from_dict(topo_dict, f"{plan.key} topology")
+    warnings = bg.check_path(path_facts(spec)) + fg.check_path(path_facts(spec))
+    write_json(rdir / "topology.json", json.loads(spec.model_dump_json()))
+    check_shared(rdir, hosts)
+    total = exp.warmup_s + exp.duration_s
+    if prepare:
+        playbook("prepare", tdir)
+    collected = tdir / "collected"
+    try:
+        playbook("layout", tdir)
+        facts = machine_facts(hosts)
+        record = {"prefix": tb.prefix, "engine": ENGINE, "machines": facts}
+        write_json(rdir / "host.json", {**host_metadata(), "seed": plan.seed,
+                                        "congestion_control": exp.congestion_control,
+                                        "testbed": record})
+        placement = placement_for(tb, hosts)
+        session = Session(
+            bg.build(RunContext(rdir / "background", placement, plan.seed, total, exp.warmup_s)),
+            fg.build(RunContext(rdir / "foreground", placement, plan.seed, exp.duration_s, 0.0)),
+        )
+        session.run(exp.warmup_s, total, prog)
+        playbook("collect", tdir, {"collect_dest": str(collected)})
+    finally:
+        playbook("teardown", tdir)
+    router = collected / hosts.router.name
+    (rdir / "capture").mkdir(exist_ok=True)
+    for pcap in sorted(router.glob("bottleneck-*.pcap")):
+        shutil.move(str(pcap), rdir / "capture" / pcap.name)
+    report = {"engine_stats": _engine_stats(router), "problems": []}
+    window = session.window()
+    bg_result = bg.result(session.collect_background(exp.warmup_s), window)
+    fg_result = None if exp.foreground.kind == "none" else \
+        fg.result(session.collect_foreground(), window).to_json()
+    result = collect_run(plan, rdir, ENGINE, session.timing, bg_result, fg_result, report,
+                         topo_dict, bg.model_dir(), prefix=tb.prefix, warnings=warnings,
+                         asked_mbps=bg.asked_mbps())
+    result["testbed"] = record
+    for problem in result.get("problems", []):
+        prog.note(f"problem: {problem}")
+    return result
+
+
+def run_testbed_study(path: str | Path, testbed: str | Path,
+                      out: str | Path | None = None, full: bool = False) -> Path:
+    """Run (or continue) a study on the machines of ``testbed``; its directory."""
+    from swell.experiments.check import check_experiment
+
+    path = Path(path)
+    check_experiment(path, full=full)
+    hosts, _ = hosts_of(testbed)
+    exp = load_experiment(path, full=full)
+    plans = expand_runs(exp, str(path))
+    study = Path(out) if out else Path("runs") / exp.name
+    check_output(study, is_previous=_is_study, what="swell study directory")
+    with dir_lock(study, "study directory"):
+        write_text(study / "experiment.yaml", path.read_text())
+        write_json(study / "experiment.json", {"results_version": RESULTS_VERSION,
+                                               "full": full, "testbed": True,
+                                               "spec": json.loads(exp.model_dump_json())})
+        write_json(study / "host.json", host_metadata())
+        wanted: dict[tuple[str, int], str] = {}
+        for i, plan in enumerate(plans, 1):
+            rdir = study / "runs" / plan.key / f"rep{plan.repetition}"
+            digest = run_digest(plan, full, "testbed")
+            wanted[(plan.key, plan.repetition)] = digest
+            if (rdir / "run.json").is_file():
+                try:
+                    if json.loads((rdir / "run.json").read_text()).get("spec_digest") == digest:
+                        continue
+                except (OSError, ValueError):
+                    pass
+                print(f"swell: rerunning {plan.label} rep {plan.repetition}", file=sys.stderr)
+            if rdir.exists():
+                shutil.rmtree(rdir)
+            rdir.mkdir(parents=True)
+            label = f"[{i}/{len(plans)}] {plan.label} rep {plan.repetition} (testbed)"
+            with Progress(label, total=plan.spec.warmup_s + plan.spec.duration_s,
+                          unit="s") as prog:
+                result = run_one(plan, study, rdir, hosts, path.resolve().parent, prog,
+                                 prepare=(i == 1))
+            write_json(rdir / "run.json", {**result, "spec_digest": digest})
+        assemble_results(study, wanted)
+    return study
