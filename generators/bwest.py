@@ -317,21 +317,23 @@ class ChirpLoop:
                      "estimate_mbps": value / 1e6, "bytes": prober.bytes_sent - b0}
             self.chirps.append(chirp)
             batch.append(chirp)
-            if len(batch) >= s.smooth:
-                vals = [c["estimate_mbps"] for c in batch if math.isfinite(c["estimate_mbps"])]
-                if vals:
-                    t_last_ok = time.time()
-                    v = float(np.mean(vals))
-                    record({"t_start": batch[0]["t"], "t_end": batch[-1]["t_end"],
-                            "low_mbps": v, "high_mbps": v, "estimate_mbps": v,
-                            "probe_bytes": sum(c["bytes"] for c in batch), "chirps": len(vals),
-                            "timeout": False})
+            # An estimate is the mean of ``smooth`` usable chirps (a batch of discarded
+            # ones only costs time): 3 good chirps of 8 once read 114.6 on idle 100.
+            vals = [c["estimate_mbps"] for c in batch if math.isfinite(c["estimate_mbps"])]
+            if len(vals) >= s.smooth:
+                t_last_ok = time.time()
+                v = float(np.mean(vals))
+                record({"t_start": batch[0]["t"], "t_end": batch[-1]["t_end"],
+                        "low_mbps": v, "high_mbps": v, "estimate_mbps": v,
+                        "probe_bytes": sum(c["bytes"] for c in batch), "chirps": len(vals),
+                        "timeout": False})
                 batch = []
             if time.time() - t_last_ok > s.timeout_s:
                 record({"t_start": t_last_ok, "t_end": time.time(), "low_mbps": None,
                         "high_mbps": None, "estimate_mbps": None,
                         "probe_bytes": sum(c["bytes"] for c in batch), "timeout": True})
                 t_last_ok = time.time()
+                batch = []
             left = 1.0 / s.chirps_per_s - (time.monotonic() - tick)
             if left > 0:
                 stop.wait(left)
