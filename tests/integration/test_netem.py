@@ -296,7 +296,10 @@ def test_bottleneck_rate_drops_and_capture(tmp_path):
     print(f"UDP: sent {sent}, bottleneck dropped {dropped}, captured {len(captured)}, "
           f"received {received}")
     assert dropped > 0.3 * sent
-    # the capture is the bottleneck's exit: what was sent minus what its queue dropped
-    assert len(captured) == sent - dropped == received
+    # the capture is the bottleneck's exit, exactly what the receiver got; the queue's
+    # drop counter also counts iperf3's few non-data datagrams (hello, end of test) that
+    # share the queue, so sent - dropped may fall short of it by those (one was seen)
+    assert len(captured) == received
+    assert 0 <= len(captured) - (sent - dropped) <= 3, (sent, dropped, len(captured))
     rate = sum(size for _, size in captured) * 8 / (captured[-1][0] - captured[0][0]) / 1e6
     assert 0.9 * 10 <= rate <= 1.1 * 10, f"capture shows {rate:.2f} Mbit/s"

@@ -65,10 +65,19 @@ def test_a_scaled_load_is_delivered(tmp_path: Path, monkeypatch, capsys):
 @pytest.mark.slow
 def test_a_too_small_topology_is_named(tmp_path: Path, monkeypatch, capsys):
     monkeypatch.setenv("SWELL_QUIET", "1")
-    r = run(tmp_path, "servers: {count: 4}")
+    r = run(tmp_path, "servers: {count: 2}")
     warned = capsys.readouterr().err
     assert "background servers are asked for more than 90%" in warned  # before the run
     assert r["problems"], "a run that fell short said nothing"
     text = " ".join(r["problems"])
-    assert "delivered" in text and "saturated access links" in text and "up:10.81." in text
-    assert r["load"]["reverse"]["delivered_mbps"] < 0.9 * r["load"]["reverse"]["asked_mbps"]
+    assert "saturated access links" in text and "up:10.81." in text
+    # it fell short in what it delivered, or in connections cut at the end (the
+    # saturated links hold their transfers back); each is named as such
+    load = r["load"]
+    short = load["reverse"]["delivered_mbps"] < 0.9 * load["reverse"]["asked_mbps"]
+    cut = load["connections"]["cut"] > 0.05 * load["connections"]["started"]
+    assert short or cut, load
+    if short:
+        assert "delivered" in text
+    if cut:
+        assert "cut at the end" in text
