@@ -116,10 +116,7 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     report = topo.report
     if report.get("problems"):
         raise SwellError(rdir, "; ".join(report["problems"]))
-    window = session.window()
-    bg_result = bg.result(session.collect_background(exp.warmup_s), window)
-    fg_result = None if exp.foreground.kind == "none" else \
-        fg.result(session.collect_foreground(), window).to_json()
+    bg_result, fg_result = session.results(bg, fg, exp.warmup_s)
     result = collect_run(plan, rdir, engine_used, session.timing, bg_result, fg_result, report,
                          topo_dict, bg.model_dir(), prefix=prefix, warnings=warnings,
                          asked_mbps=bg.asked_mbps())

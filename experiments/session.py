@@ -18,9 +18,10 @@ measurement :class:`~swell.generators.kind.Window`.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from swell.generators.base import Generator, GenResult, live_status
-from swell.generators.kind import Window
+from swell.generators.kind import KindResult, TrafficKind, Window
 from swell.progress import Progress
 
 READY_TIMEOUT_S = 15.0
@@ -96,3 +97,13 @@ class Session:
 
     def collect_foreground(self) -> GenResult | None:
         return None if self.fg is None else self.fg.collect(0.0)
+
+    def results(self, bg: TrafficKind, fg: TrafficKind, warmup_s: float
+                ) -> tuple[KindResult, dict[str, Any] | None]:
+        """Both kinds' results over the measurement window; a foreground that ran
+        nothing (``build`` gave no generator) has none."""
+        window = self.window()
+        bg_result = bg.result(self.collect_background(warmup_s), window)
+        fg_result = None if self.fg is None else \
+            fg.result(self.collect_foreground(), window).to_json()
+        return bg_result, fg_result

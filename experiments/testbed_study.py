@@ -187,10 +187,7 @@ def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: 
     for pcap in sorted(router.glob("bottleneck-*.pcap")):
         shutil.move(str(pcap), rdir / "capture" / pcap.name)
     report = {"engine_stats": _engine_stats(router), "problems": []}
-    window = session.window()
-    bg_result = bg.result(session.collect_background(exp.warmup_s), window)
-    fg_result = None if exp.foreground.kind == "none" else \
-        fg.result(session.collect_foreground(), window).to_json()
+    bg_result, fg_result = session.results(bg, fg, exp.warmup_s)
     result = collect_run(plan, rdir, ENGINE, session.timing, bg_result, fg_result, report,
                          topo_dict, bg.model_dir(), prefix=tb.prefix, warnings=warnings,
                          asked_mbps=bg.asked_mbps())
