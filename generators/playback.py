@@ -404,6 +404,12 @@ class PlaybackSpec(KindSpec):
     """Packet playback of a trace's server-side schedule (UPB over UDP, TPB over TCP)."""
 
     trace: str = Field(description="packet trace whose server-side packets are played")
+    target_mbps: float | None = Field(
+        None, gt=0, description="mean rate (IP level) reached by merging time-shifted copies "
+                                "of the looped trace (each copy one more user); default: "
+                                "the trace's own rate")
+    loop: bool = Field(True, description="loop the trace for the whole run (false: play it "
+                                         "once)")
 
 
 class UpbSpec(PlaybackSpec):

@@ -318,6 +318,12 @@ class ReplaySpec(KindSpec):
 
     kind: Literal["tcpreplay"] = "tcpreplay"
     trace: str = Field(description="packet trace to replay")
+    target_mbps: float | None = Field(
+        None, gt=0, description="mean rate (IP level, both directions) reached by merging "
+                                "time-shifted copies of the looped trace (each copy one more "
+                                "user); default: the trace's own rate")
+    loop: bool = Field(True, description="loop the trace for the whole run (false: replay "
+                                         "it once)")
 
 
 class ReplayKind(TrafficKind):
