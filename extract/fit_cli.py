@@ -22,7 +22,6 @@ and :func:`show` prints and plots either kind, for ``swell model show``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from swell.errors import SwellError
-from swell.extract import mmpp, packetfit, weblogs
+from swell.extract import mmpp, modeldir, packetfit, weblogs
 
 # -- tables -------------------------------------------------------------------------------------
 
@@ -215,11 +214,8 @@ def plot_mmpp_model(model: mmpp.MMPPModel, dest: str | os.PathLike[str]) -> list
 
 
 def peek_kind(model_dir: str | os.PathLike[str]) -> str | None:
-    """``kind`` of a model directory (``packet``, ``mmpp``; None for Swing models)."""
-    try:
-        return json.loads((Path(model_dir) / "model.json").read_text()).get("kind")
-    except (OSError, json.JSONDecodeError):
-        return None
+    """``kind`` of a model directory (``packet``, ``mmpp``, ``swing``, ...; None if unreadable)."""
+    return modeldir.peek_kind(model_dir)
 
 
 def show(

@@ -25,7 +25,6 @@ checks format, version and that the arrays agree with each other.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ import numpy as np
 
 from swell import __version__
 from swell.errors import SwellError
+from swell.extract import modeldir
 from swell.extract.harpoon import Fit, HarpoonParams
 
 FORMAT = "swell-harpoon-model"
@@ -123,43 +123,17 @@ def validate(m: HarpoonModel, where: str) -> None:
 
 
 def save(m: HarpoonModel, dest: str | os.PathLike[str]) -> Path:
-    from swell.fsutil import atomic_dir
-
     validate(m, str(dest))
-    with atomic_dir(dest) as tmp:
-        np.savez_compressed(tmp / "arrays.npz", **m.arrays)
-        (tmp / "model.json").write_text(json.dumps(m.meta, indent=2, sort_keys=True,
-                                                   default=str) + "\n")
-    return Path(dest)
+    return modeldir.save(dest, m.meta, m.arrays, default=str)
 
 
 def is_harpoon(src: str | os.PathLike[str]) -> bool:
     """Whether a model directory's ``model.json`` says ``"kind": "harpoon"``."""
-    try:
-        return json.loads((Path(src) / "model.json").read_text()).get("kind") == KIND
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return False
+    return modeldir.peek_kind(src) == KIND
 
 
 def load(src: str | os.PathLike[str]) -> HarpoonModel:
-    src = Path(src)
-    mj, npz = src / "model.json", src / "arrays.npz"
-    if not mj.is_file() or not npz.is_file():
-        raise SwellError(src, "not a swell model directory (model.json and arrays.npz needed)")
-    try:
-        meta = json.loads(mj.read_text())
-    except json.JSONDecodeError as exc:
-        raise SwellError(mj, f"unreadable JSON: {exc}") from None
-    if meta.get("format") != FORMAT:
-        raise SwellError(mj, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise SwellError(mj, f"format version {meta.get('format_version')} is not supported "
-                             f"(this swell reads version {FORMAT_VERSION})")
-    try:
-        with np.load(npz, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
-        raise SwellError(npz, f"unreadable arrays: {exc}") from None
+    meta, arrays = modeldir.load(src, FORMAT, FORMAT_VERSION, KIND)
     m = HarpoonModel(meta, arrays)
     validate(m, str(src))
     return m

@@ -66,7 +66,6 @@ is not used. The model directory (:func:`save_mmpp_model`) holds
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -78,6 +77,7 @@ from scipy import optimize, special
 
 from swell import __version__
 from swell.errors import SwellError
+from swell.extract import modeldir
 
 FORMAT = "swell-mmpp-model"
 FORMAT_VERSION = 1
@@ -628,37 +628,18 @@ def save_mmpp_model(
     model: MMPPModel, dest: str | os.PathLike[str], provenance: dict[str, Any] | None = None
 ) -> Path:
     """Write the model directory atomically."""
-    from swell.fsutil import atomic_dir
-
-    meta = model_meta(model, provenance or {})
     arrays = dict(model.data)
     arrays["P"] = model.transition_matrix()
     arrays["rates"] = model.rates()
-    with atomic_dir(dest) as tmp:
-        np.savez_compressed(tmp / "arrays.npz", **arrays)
-        (tmp / "model.json").write_text(
-            json.dumps(_jsonable(meta), indent=2, sort_keys=True) + "\n"
-        )
-    return Path(dest)
+    return modeldir.save(dest, _jsonable(model_meta(model, provenance or {})), arrays)
 
 
 def load_mmpp_model(src: str | os.PathLike[str]) -> tuple[MMPPModel, dict[str, Any]]:
     """Read a model directory; returns the model and its full metadata."""
     src = Path(src)
-    mj, npz = src / "model.json", src / "arrays.npz"
-    if not mj.is_file() or not npz.is_file():
-        raise SwellError(src, "not a swell model directory (model.json and arrays.npz needed)")
+    mj = src / "model.json"
+    meta, arrays = modeldir.load(src, FORMAT, FORMAT_VERSION, KIND)
     try:
-        meta = json.loads(mj.read_text())
-    except json.JSONDecodeError as exc:
-        raise SwellError(mj, f"unreadable JSON: {exc}") from exc
-    if meta.get("format") != FORMAT:
-        raise SwellError(mj, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise SwellError(mj, f"format version {meta.get('format_version')} is not supported")
-    try:
-        with np.load(npz, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
         scales = [
             Scale(float(s["theta"]), float(s["psi"]), float(s["pi"]), float(s["rate"]))
             for s in meta["scales"]
@@ -666,7 +647,7 @@ def load_mmpp_model(src: str | os.PathLike[str]) -> tuple[MMPPModel, dict[str, A
         r = np.asarray(meta["marginal"]["rates"], dtype=np.float64)
         q = np.asarray(meta["marginal"]["probs"], dtype=np.float64)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SwellError(src, f"bad MMPP model: {exc}") from exc
+        raise SwellError(src, f"bad MMPP model: {exc}") from None
     if len(r) == 0 or len(r) != len(q) or abs(q.sum() - 1) > 1e-6 or (r < 0).any():
         raise SwellError(mj, "the marginal's rates and probabilities do not form a distribution")
     for s in scales:

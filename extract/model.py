@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ import numpy as np
 
 from swell import __version__
 from swell.errors import SwellError
+from swell.extract import modeldir
 from swell.extract.conntypes import ConnTable
 from swell.extract.network import NET_PARAMS, SIDES, Evidence, describe, estimate_network
 from swell.extract.sessions import APP_PARAMS, Thresholds, app_parameters
@@ -231,40 +231,13 @@ def fit_model(
 
 def save_model(model: SwingModel, dest: str | os.PathLike[str]) -> Path:
     """Write the model directory atomically (validated first)."""
-    from swell.fsutil import atomic_dir
-
     validate(model, str(dest))
-    with atomic_dir(dest) as tmp:
-        np.savez_compressed(tmp / "arrays.npz", **model.arrays)
-        (tmp / "model.json").write_text(
-            json.dumps(model.meta, indent=2, sort_keys=True, default=str) + "\n"
-        )
-    return Path(dest)
+    return modeldir.save(dest, model.meta, model.arrays, default=str)
 
 
 def load_model(src: str | os.PathLike[str]) -> SwingModel:
     """Read and validate a model directory; a :class:`SwellError` says what is wrong."""
-    src = Path(src)
-    mj, npz = src / "model.json", src / "arrays.npz"
-    if not mj.is_file() or not npz.is_file():
-        raise SwellError(src, "not a swell model directory (model.json and arrays.npz needed)")
-    try:
-        meta = json.loads(mj.read_text())
-    except json.JSONDecodeError as exc:
-        raise SwellError(mj, f"unreadable JSON: {exc}") from exc
-    if meta.get("format") != FORMAT:
-        raise SwellError(mj, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise SwellError(
-            mj,
-            f"format version {meta.get('format_version')} is not supported "
-            f"(this swell reads version {FORMAT_VERSION})",
-        )
-    try:
-        with np.load(npz, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
-        raise SwellError(npz, f"unreadable arrays: {exc}") from exc
+    meta, arrays = modeldir.load(src, FORMAT, FORMAT_VERSION, "swing")
     model = SwingModel(meta, arrays)
     validate(model, str(src))
     return model

@@ -53,7 +53,6 @@ and ``arrays.npz`` (the samples, ``class/<name>/idt`` in seconds and
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import os
 import warnings
@@ -66,6 +65,7 @@ from scipy import stats
 
 from swell import __version__
 from swell.errors import SwellError
+from swell.extract import modeldir
 
 FORMAT = "swell-packet-model"
 FORMAT_VERSION = 1
@@ -668,48 +668,13 @@ def fit_trace(
 
 def save_packet_model(model: PacketModel, dest: str | os.PathLike[str]) -> Path:
     """Write the model directory atomically (validated first)."""
-    from swell.fsutil import atomic_dir
-
     validate_packet_model(model, str(dest))
-    with atomic_dir(dest) as tmp:
-        np.savez_compressed(tmp / "arrays.npz", **model.arrays)
-        (tmp / "model.json").write_text(
-            json.dumps(model.meta, indent=2, sort_keys=True, default=_json_default) + "\n"
-        )
-    return Path(dest)
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
+    return modeldir.save(dest, model.meta, model.arrays)
 
 
 def load_packet_model(src: str | os.PathLike[str]) -> PacketModel:
     """Read and validate a packet model directory."""
-    src = Path(src)
-    mj, npz = src / "model.json", src / "arrays.npz"
-    if not mj.is_file() or not npz.is_file():
-        raise SwellError(src, "not a swell model directory (model.json and arrays.npz needed)")
-    try:
-        meta = json.loads(mj.read_text())
-    except json.JSONDecodeError as exc:
-        raise SwellError(mj, f"unreadable JSON: {exc}") from exc
-    if meta.get("format") != FORMAT:
-        raise SwellError(mj, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise SwellError(
-            mj,
-            f"format version {meta.get('format_version')} is not supported "
-            f"(this swell reads version {FORMAT_VERSION})",
-        )
-    try:
-        with np.load(npz, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
-        raise SwellError(npz, f"unreadable arrays: {exc}") from exc
+    meta, arrays = modeldir.load(src, FORMAT, FORMAT_VERSION, KIND)
     model = PacketModel(meta, arrays)
     validate_packet_model(model, str(src))
     return model
