@@ -53,7 +53,7 @@ from swell.generators import registry
 from swell.generators.kind import PrepareContext, RunContext, TrafficKind
 from swell.progress import Progress
 
-__all__ = ["host_metadata", "run_digest", "run_experiment"]
+__all__ = ["host_metadata", "is_study", "prepare_kinds", "run_digest", "run_experiment"]
 
 
 def _set_congestion_control(topo: Any, algo: str) -> None:
@@ -73,8 +73,9 @@ def _set_congestion_control(topo: Any, algo: str) -> None:
                              "choose one of those")
 
 
-def _kinds(exp: Experiment, ctx: PrepareContext) -> tuple[TrafficKind, TrafficKind]:
-    """The run's background and foreground kinds, checked and prepared."""
+def prepare_kinds(exp: Experiment, ctx: PrepareContext) -> tuple[TrafficKind, TrafficKind]:
+    """The run's background and foreground kinds, checked and prepared (every runner:
+    local, testbed)."""
     bg = registry.make("background", exp.background)
     fg = registry.make("foreground", exp.foreground)
     for kind in (bg, fg):
@@ -90,7 +91,7 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     from swell.topologies.topology import Topology
 
     exp = plan.spec
-    bg, fg = _kinds(exp, PrepareContext(base_dir, study / "models", plan.seed))
+    bg, fg = prepare_kinds(exp, PrepareContext(base_dir, study / "models", plan.seed))
     topo_dict = topology_for(exp.topology_spec(), bg.needs())
     topo_dict.setdefault("seed", plan.seed)
     spec = spec_from_dict(topo_dict, f"{plan.key} topology")
@@ -145,7 +146,8 @@ def _reusable(rdir: Path, digest: str) -> str | None:
     return None if old == digest else "its spec changed"
 
 
-def _is_study(path: Path) -> bool:
+def is_study(path: Path) -> bool:
+    """A swell study directory (what ``check_output`` may reuse)."""
     return any((path / n).exists() for n in ("experiment.json", "runs", ".lock"))
 
 
@@ -185,7 +187,7 @@ def run_experiment(path: str | os.PathLike[str], out: str | os.PathLike[str] | N
     exp: Experiment = load_experiment(path, full=full)
     plans = expand_runs(exp, str(path))
     study = Path(out) if out else Path("runs") / exp.name
-    check_output(study, is_previous=_is_study, what="swell study directory")
+    check_output(study, is_previous=is_study, what="swell study directory")
     with dir_lock(study, "study directory"):
         _leftovers(cleanup)
         return _run_study(exp, plans, Path(path), study, full, engine)

@@ -41,7 +41,7 @@ from typing import Any
 from swell.errors import SwellError
 from swell.experiments.collect import collect_run
 from swell.experiments.results import RESULTS_VERSION, assemble_results
-from swell.experiments.runner import _is_study, _kinds, host_metadata, run_digest
+from swell.experiments.runner import host_metadata, is_study, prepare_kinds, run_digest
 from swell.experiments.schema import RunPlan, expand_runs, load_experiment
 from swell.experiments.session import Session
 from swell.experiments.testbed_run import playbook, run_topology
@@ -154,7 +154,7 @@ def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: 
 
     rdir = rdir.resolve()
     exp = plan.spec
-    bg, fg = _kinds(exp, PrepareContext(base_dir, study / "models", plan.seed))
+    bg, fg = prepare_kinds(exp, PrepareContext(base_dir, study / "models", plan.seed))
     tdir = rdir / "testbed"
     tb, topo_dict = render_plan(plan, hosts, base_dir, study / "models", tdir,
                                 new_testbed_prefix())
@@ -208,7 +208,7 @@ def run_testbed_study(path: str | Path, testbed: str | Path,
     exp = load_experiment(path, full=full)
     plans = expand_runs(exp, str(path))
     study = Path(out) if out else Path("runs") / exp.name
-    check_output(study, is_previous=_is_study, what="swell study directory")
+    check_output(study, is_previous=is_study, what="swell study directory")
     with dir_lock(study, "study directory"):
         write_text(study / "experiment.yaml", path.read_text())
         write_json(study / "experiment.json", {"results_version": RESULTS_VERSION,
