@@ -6,7 +6,7 @@ runs and ramps up when it stops, where an open-loop one (UDP playback, CBR)
 keeps sending and loses packets instead. iperf3 serves on the foreground
 server's address and the client downloads from it (``-R``: the server sends,
 in the same direction as the web downloads), reporting its throughput every
-100 ms as JSON.
+100 ms as JSON. iperf3 takes IPv6 addresses as they are (``-B``, ``-c``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from swell.errors import EnvironmentProblem, SwellError
 from swell.generators.base import Generator, GenResult, Place
 from swell.generators.kind import KindResult, KindSpec, RunContext, Tool, TrafficKind, Window
 from swell.generators.web import tcp_probe_argv
+from swell.inet import hostport
 from swell.placement import Endpoint
 
 PORT = 5201
@@ -58,7 +59,8 @@ class Bulk:
             if probe.wait() == 0:
                 return
             time.sleep(0.02)
-        raise SwellError("iperf3", f"no server on {self.server_ip}:{PORT} after {timeout}s")
+        raise SwellError("iperf3", f"no server on {hostport(self.server_ip, PORT)} after "
+                                    f"{timeout}s")
 
     def start_client(self, place: Place) -> None:
         self.client = place.popen(

@@ -2,10 +2,10 @@
 
 One flow of fixed-size messages from a client address to a receiver, at a
 mean rate given in bits per second *at the IP level* (payload plus 28 bytes
-of UDP/IP or 52 bytes of TCP/IP headers with timestamps per message, so the
-bottleneck sees the asked rate; for TCP, segments may coalesce, so the header
-share is approximate). Inter-departure times are constant (CBR) or
-exponential (Poisson process).
+of UDP/IP or 52 bytes of TCP/IP headers with timestamps per message, 20 more
+over IPv6, so the bottleneck sees the asked rate; for TCP, segments may
+coalesce, so the header share is approximate). Inter-departure times are
+constant (CBR) or exponential (Poisson process).
 
 Two engines behind the same class:
 
@@ -57,6 +57,7 @@ from swell.generators.kind import (
     background_pair,
 )
 from swell.generators.models import base_model, model_rate_bps
+from swell.inet import header_bytes, hostport
 from swell.native import native_artifact
 from swell.placement import HostNeeds, PathFacts
 
@@ -111,7 +112,7 @@ class CbrConfig:
 
     @property
     def pps(self) -> float:
-        return self.rate_bps / (8.0 * (self.size + HEADER_BYTES[self.proto]))
+        return self.rate_bps / (8.0 * (self.size + header_bytes(self.dst, self.proto)))
 
 
 class CbrGenerator(Generator):
@@ -142,7 +143,7 @@ class CbrGenerator(Generator):
         self.out.mkdir(parents=True, exist_ok=True)
         c = self.cfg
         if c.engine == "swell":
-            argv = [str(native_artifact("swell-gen")), "recv", "--listen", f"{c.dst}:{c.port}",
+            argv = [str(native_artifact("swell-gen")), "recv", "--listen", hostport(c.dst, c.port),
                     "--proto", c.proto, "--size", str(c.size), "--log", str(self.log_path),
                     "--duration", str(c.duration_s + 60)]
         else:
@@ -155,7 +156,7 @@ class CbrGenerator(Generator):
             self.receiver.wait_line(lambda ln: ln == "READY", timeout)
             return
         argv = [str(native_artifact("swell-gen")), "probe", "--connect-only",
-                "--addr", f"{self.cfg.dst}:{self.cfg.signal_port}", "--timeout", str(timeout)]
+                "--addr", hostport(self.cfg.dst, self.cfg.signal_port), "--timeout", str(timeout)]
         if self.cfg.src:
             argv += ["--src", self.cfg.src]
         res = self.cfg.client.run(argv, timeout=timeout + 5)
@@ -167,7 +168,7 @@ class CbrGenerator(Generator):
     def sender_argv(self) -> list[str]:
         c = self.cfg
         if c.engine == "swell":
-            argv = [str(native_artifact("swell-gen")), "send", "--dst", f"{c.dst}:{c.port}",
+            argv = [str(native_artifact("swell-gen")), "send", "--dst", hostport(c.dst, c.port),
                     "--proto", c.proto, "--pps", f"{c.pps:.6f}", "--size", str(c.size),
                     "--dist", "exp" if c.dist == "poisson" else "const",
                     "--duration", str(c.duration_s), "--seed", str(c.seed)]

@@ -70,6 +70,7 @@ from swell.generators.swing import (
     place_hosts,
     probe_paths,
 )
+from swell.inet import hostport
 from swell.placement import GroupNeed, HostNeeds, PathFacts
 
 POOL_MAX = 254  # addresses per pool at most (Harpoon maps the top 254 onto a /24)
@@ -154,7 +155,7 @@ class Drawer:
                         MAX_BYTES).astype(np.int64)
         cli, srv = self._ends()
         first = float(times[0])
-        conns = tuple(Conn(f"{srv}:{self.spec.port}", "tcp", "harpoon-tcp",
+        conns = tuple(Conn(hostport(srv, self.spec.port), "tcp", "harpoon-tcp",
                            round(float(t) - first, 9), ((REQ_BYTES, int(b), 0.0),))
                       for t, b in zip(times, sizes, strict=True))
         inside = float(sizes[times < self.length].sum())
@@ -208,7 +209,7 @@ class Drawer:
                 thinks[-1] = 0.0
                 cli, srv = self._ends()
                 phase = float(rng.random() * min(gap, self.length))
-                conn = Conn(f"{srv}:{self.spec.port}", "udp", f"harpoon-udp-{kind}", 0.0,
+                conn = Conn(hostport(srv, self.spec.port), "udp", f"harpoon-udp-{kind}", 0.0,
                             tuple((req, size, round(float(x), 9)) for x in thinks))
                 out.append(Session(0, round(t0 + phase, 9), cli, (Rre(0.0, (conn,)),)))
         return out

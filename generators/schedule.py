@@ -36,6 +36,7 @@ from swell.errors import SwellError
 from swell.fsutil import atomic_path
 from swell.generators import hostmap
 from swell.generators.arrivals import ArrivalProcess, choose
+from swell.inet import hostport
 
 FORMAT = "swell-schedule"
 VERSION = 1
@@ -383,7 +384,7 @@ def _map_hosts(drawn: list[Session], clients: list[str], servers: list[str],
             up = sum(c.rsp_bytes for c in rre.conns)
             down = sum(c.req_bytes for c in rre.conns)
             host = servers[pick_server.pick(pools[int(obs)], up, down)]
-            rres.append(Rre(rre.gap, tuple(replace(c, server=f"{host}:{port}")
+            rres.append(Rre(rre.gap, tuple(replace(c, server=hostport(host, port))
                                            for c in rre.conns)))
         out.append(Session(i, s.t, client, tuple(rres)))
     total_up = sum(obs_up.values()) * to_mbps

@@ -16,6 +16,15 @@ time from the client's SYN to the last payload byte the server sent, both
 stamped by the kernel at the client. httperf's own mean "connection time" is
 kept in the results and tests check that the two agree.
 
+IPv6: Apache listens on ``[address]:port`` and the capture is read the same
+way, but httperf 0.9 resolves its ``--server`` with ``gethostbyname`` (IPv4
+only), so over an IPv6 address plan the client is ApacheBench (``ab``, Debian
+``apache2-utils``, installed with Apache) with the same load: one request per
+connection, the next as soon as the previous one closed, for the whole run
+(``-c 1``), stopped by SIGINT, after which it prints its statistics. Response
+times come from the client capture for both clients; ab's own numbers
+(millisecond resolution) are kept beside them under the same names.
+
 Processes run through a ``Place`` (:mod:`swell.generators.base`: this
 namespace, a named namespace, or a topology node), so this module does not
 depend on how the namespaces were built.
@@ -40,6 +49,7 @@ from pydantic import Field
 from swell.errors import EnvironmentProblem, SwellError
 from swell.generators.base import Generator, GenResult, Place
 from swell.generators.kind import KindResult, KindSpec, RunContext, Tool, TrafficKind, Window
+from swell.inet import hostport, is_v6
 from swell.placement import Endpoint
 from swell.tcpdump import Tcpdump, tcpdump_argv
 
@@ -73,7 +83,7 @@ def apache_config(workdir: Path, address: str, port: int, docroot: Path | None =
     lines = ["ServerRoot /etc/apache2"]
     lines += [f"LoadModule {m}_module {APACHE_MODULES / f'mod_{m}.so'}" for m in mods]
     lines += [
-        f"Listen {address}:{port}",
+        f"Listen {hostport(address, port)}",
         "ServerName swell-foreground",
         "User www-data",
         "Group www-data",
@@ -157,7 +167,8 @@ class ApacheServer:
             if probe.wait() == 0:
                 return
             time.sleep(0.02)
-        raise SwellError("apache2", f"not accepting on {self.address}:{self.port} after {timeout}s")
+        raise SwellError("apache2", f"not accepting on {hostport(self.address, self.port)} "
+                                    f"after {timeout}s")
 
     def stop(self) -> None:
         if self.docroot is not None:
@@ -254,6 +265,58 @@ class Httperf:
         return parse_httperf(text)
 
 
+def parse_ab(text: str) -> HttperfSummary:
+    """ApacheBench's closing statistics under httperf's names (times in ms, whole ms)."""
+
+    def grab(pattern: str, cast: type = float, default: Any = None) -> Any:
+        m = re.search(pattern, text)
+        if m is None:
+            if default is not None:
+                return default
+            raise SwellError("ab", f"output lacks {pattern!r}")
+        return cast(m.group(1))
+
+    complete = grab(r"Complete requests:\s+(\d+)", int)
+    failed = grab(r"Failed requests:\s+(\d+)", int)
+    non2xx = grab(r"Non-2xx responses:\s+(\d+)", int, 0)
+    total = re.search(r"Total:\s+(\d+)\s+(\d+)\s+[\d.]+\s+(\d+)\s+\d+", text)
+    return HttperfSummary(
+        connections=complete + failed,
+        replies=complete,
+        duration_s=grab(r"Time taken for tests:\s+([\d.]+) seconds"),
+        conn_time_ms_avg=float(total.group(2)) if total else 0.0,
+        conn_time_ms_median=float(total.group(3)) if total else 0.0,
+        errors=failed,
+        status_2xx=complete - non2xx,
+        status_other=non2xx,
+        raw=text,
+    )
+
+
+class Ab(Httperf):
+    """ApacheBench with httperf's load, for an IPv6 server (httperf resolves IPv4 only)."""
+
+    def argv(self) -> list[str]:
+        # -r: a socket error does not end the run; -s 60: httperf's --timeout
+        return ["ab", "-r", "-c", "1", "-n", str(min(self.max_conns, 1_000_000)), "-s", "60",
+                f"http://{hostport(self.server, self.port)}/"
+                f"{object_name(self.object_bytes)}"]
+
+    def stop(self) -> HttperfSummary:
+        if self.proc is None:
+            raise SwellError("ab", "not started")
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        self.proc = None
+        text = out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+        return parse_ab(text)
+
+
 def response_times(
     ts_ns: np.ndarray,
     src: np.ndarray,
@@ -268,7 +331,8 @@ def response_times(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-connection (start, response time) in seconds from a client-side capture.
 
-    Inputs are packet columns (IPv4 addresses as integers). A connection is the
+    Inputs are packet columns (addresses as integers, any one-to-one form; ``server``
+    in the same form). A connection is the
     client's port; it starts at the client's SYN and ends at the last payload
     byte from the server. Only complete exchanges count: connections without a
     SYN in the capture, without payload back, or that the server did not close
@@ -322,13 +386,22 @@ def foreground_result(pcap: Path | None, server_ip: str, port: int, window: Wind
         from swell.extract.reader import read_all, v4_to_int
 
         ch = read_all(pcap)
-        ip = np.asarray(ch.ipver) == 4
+        if is_v6(server_ip):
+            # one-to-one integer form of the columns for response_times: 1 for the
+            # server's address, 0 for any other (the client's)
+            ip = np.asarray(ch.ipver) == 6
+            hi, lo = divmod(int(ipaddress.IPv6Address(server_ip)), 1 << 64)
+            src = ((ch.saddr_hi[ip] == hi) & (ch.saddr_lo[ip] == lo)).astype(np.int64)
+            dst = ((ch.daddr_hi[ip] == hi) & (ch.daddr_lo[ip] == lo)).astype(np.int64)
+            server = 1
+        else:
+            ip = np.asarray(ch.ipver) == 4
+            src, dst = v4_to_int(ch.saddr_lo[ip]), v4_to_int(ch.daddr_lo[ip])
+            server = int(ipaddress.IPv4Address(server_ip))
         starts, rts = response_times(
-            np.asarray(ch.ts_ns, np.int64)[ip], v4_to_int(ch.saddr_lo[ip]),
-            v4_to_int(ch.daddr_lo[ip]),
+            np.asarray(ch.ts_ns, np.int64)[ip], src, dst,
             np.asarray(ch.sport)[ip], np.asarray(ch.dport)[ip], np.asarray(ch.tcp_flags)[ip],
-            np.asarray(ch.payload_len)[ip], int(ipaddress.IPv4Address(server_ip)), port,
-            min_bytes=object_bytes,
+            np.asarray(ch.payload_len)[ip], server, port, min_bytes=object_bytes,
         )
         t0 = window.start
         if starts.size and abs(starts[0] - t0) < 3600:
@@ -369,7 +442,7 @@ class WebGenerator(Generator):
         self.out = out
         self.seed = seed
         self.apache = ApacheServer(out / "apache", server.ip, spec.port)
-        self.httperf: Httperf | None = None
+        self.httperf: Httperf | None = None  # an Ab (ApacheBench) for an IPv6 server
         self.summary: HttperfSummary | None = None
         self.pcap = out / "fg-client.pcap"
         self.tcpdump: Tcpdump | None = None
@@ -390,8 +463,9 @@ class WebGenerator(Generator):
         self.tcpdump.start()
 
     def start_client(self) -> None:
-        self.httperf = Httperf(self.server.ip, self.spec.port, self.spec.object_bytes,
-                               self.spec.objects or 10_000_000)
+        client = Ab if is_v6(self.server.ip) else Httperf
+        self.httperf = client(self.server.ip, self.spec.port, self.spec.object_bytes,
+                              self.spec.objects or 10_000_000)
         self.httperf.start(self.client.place)
 
     def running(self) -> bool:
@@ -427,7 +501,8 @@ class HttperfKind(TrafficKind):
     name = "httperf"
     role = "foreground"
     Spec = HttperfSpec
-    tools = (Tool("httperf", "httperf"), Tool(APACHE_BIN, "apache2"), Tool("tcpdump", "tcpdump"))
+    tools = (Tool("httperf", "httperf"), Tool(APACHE_BIN, "apache2"), Tool("tcpdump", "tcpdump"),
+             Tool("ab", "apache2-utils"))  # ab: the client over IPv6
 
     def build(self, ctx: RunContext) -> Generator:
         assert isinstance(self.spec, HttperfSpec)

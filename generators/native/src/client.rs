@@ -375,6 +375,10 @@ impl Runner {
     fn send_some(&mut self, slot: usize, req: u64, rsp: u32) -> Step {
         let now = mono_ns();
         let udp_timeout = self.udp_timeout;
+        let dgram_max = {
+            let c = self.conns[slot].as_ref().unwrap();
+            udp_max(&self.spec(c.s, c.r, c.c).server) // 1472 over IPv4, 1452 over IPv6
+        };
         let c = self.conns[slot].as_mut().unwrap();
         let res = match c.sock.as_mut().unwrap() {
             Sock::Tcp(t) => {
@@ -390,7 +394,7 @@ impl Runner {
             }
             Sock::Udp(u) => {
                 let left = (req - c.sent) as usize;
-                let mut k = left.min(UDP_MAX);
+                let mut k = left.min(dgram_max);
                 if left > k && left - k < UDP_HDR {
                     k = left - UDP_HDR;
                 }

@@ -8,7 +8,20 @@
 //! before a departure and busy-polls the clock for the rest, so gaps under
 //! 1 ms are pure busy-polling (like D-ITG's `-poll`); timer slack is 1 ns.
 //! Each message starts with its sequence number and departure time (u64 ns,
-//! CLOCK_MONOTONIC, big-endian). `recv` logs (seq, tx_ns, rx_ns, size) as four
+//! CLOCK_MONOTONIC, big-endian).
+//!
+//! Catching up. A sender that was blocked (a TCP window closed by congestion,
+//! a preempted process) finds messages overdue; it sends them back to back as
+//! soon as the socket accepts them, so the asked rate is kept whenever the
+//! path has room. The backlog is bounded by `--catchup-ms` (default 1000): a
+//! message due longer ago than that is skipped (its sequence number is not
+//! used; counted as `skipped`), so a long stall never turns into a flood of
+//! more than one second's worth of the schedule. For TCP the kernel's share of
+//! the backlog is bounded too: `TCP_NOTSENT_LOWAT` (`--lowat`, default 64 KiB)
+//! keeps at most that many unsent bytes in the socket (the send buffer still
+//! grows for in-flight data), so the backlog waits in the schedule, where it is
+//! counted and bounded, not in an autotuned kernel buffer of megabytes; writes
+//! time out every 100 ms so a stop is honoured while blocked. `recv` logs (seq, tx_ns, rx_ns, size) as four
 //! little-endian u64 per message into `--log`.
 
 use std::io::{Read, Write};
@@ -40,7 +53,52 @@ fn open_out(proto: &str, dst: SocketAddr, src: Option<SocketAddr>) -> Result<Out
     s.set_nonblocking(false).map_err(|e| e.to_string())?;
     s.connect_timeout(&dst.into(), Duration::from_secs(5))
         .map_err(|e| format!("connect {dst}: {e}"))?;
-    Ok(Out::Tcp(s.into()))
+    let t: TcpStream = s.into();
+    t.set_write_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| e.to_string())?;
+    let _ = t.set_nodelay(true);
+    Ok(Out::Tcp(t))
+}
+
+/// At most `lowat` unsent bytes stay in the kernel (TCP_NOTSENT_LOWAT).
+fn set_notsent_lowat(t: &TcpStream, lowat: u32) {
+    use std::os::fd::AsRawFd;
+    let v = lowat as libc::c_int;
+    unsafe {
+        libc::setsockopt(
+            t.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Write one whole message, waiting while the socket does not accept it; false on an
+/// error or when stopped (a message cut by a stop is not counted as sent).
+fn write_msg(t: &mut TcpStream, msg: &[u8]) -> bool {
+    let mut off = 0;
+    while off < msg.len() {
+        match t.write(&msg[off..]) {
+            Ok(0) => return false,
+            Ok(n) => off += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                if stopped() {
+                    return false;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 pub fn send(args: &Args) -> Result<(), String> {
@@ -56,13 +114,12 @@ pub fn send(args: &Args) -> Result<(), String> {
         "spin-us",
         "interval-ms",
         "rt",
+        "catchup-ms",
+        "lowat",
     ])?;
     let dst = parse_addr(args.req("dst")?)?;
     let src = match args.get("src") {
-        Some(a) => Some(SocketAddr::new(
-            a.parse().map_err(|_| format!("bad --src {a:?}"))?,
-            0,
-        )),
+        Some(a) => Some(parse_src(a, &dst)?),
         None => None,
     };
     let proto = args.get("proto").unwrap_or("udp");
@@ -90,15 +147,31 @@ pub fn send(args: &Args) -> Result<(), String> {
     if args.flag("rt") {
         set_realtime()?;
     }
+    let catchup = args.num::<u64>("catchup-ms", 1000)? * 1_000_000;
     let mut out = open_out(proto, dst, src)?;
+    if let Out::Tcp(t) = &out {
+        set_notsent_lowat(t, args.num::<u32>("lowat", 64 << 10)?);
+    }
     let mean = 1e9 / pps;
     let mut buf = vec![0u8; size];
     let start = mono_ns() + 1_000_000;
     let end = start + (duration * 1e9) as u64;
     let (mut next, mut acc) = (start, 0.0f64);
     let (mut sent, mut errors, mut late_sum, mut late_max) = (0u64, 0u64, 0u64, 0u64);
+    let (mut seq, mut skipped) = (0u64, 0u64);
     let mut report = start + interval;
+    let draw = |rng: &mut Rng| if dist == "exp" { rng.exp(mean) } else { mean };
     while next < end && !stopped() {
+        // the bound on catching up: messages due over `catchup` ago are skipped
+        let now = mono_ns();
+        while next < end && now > next + catchup {
+            skipped += 1;
+            acc += draw(&mut rng);
+            next = start + acc as u64;
+        }
+        if next >= end {
+            break;
+        }
         if next >= report {
             println!(
                 "{{\"t\":{:.3},\"sent\":{sent},\"tx_bytes\":{}}}",
@@ -116,25 +189,33 @@ pub fn send(args: &Args) -> Result<(), String> {
             std::hint::spin_loop();
             now = mono_ns();
         }
-        stamp(&mut buf, sent, now);
+        stamp(&mut buf, seq, now);
+        seq += 1;
         let ok = match &mut out {
             Out::Udp(u) => u.send(&buf).is_ok(),
-            Out::Tcp(t) => t.write_all(&buf).is_ok(),
+            Out::Tcp(t) => write_msg(t, &buf),
         };
         if ok {
             sent += 1;
-        } else {
+        } else if !stopped() {
             errors += 1;
         }
         late_sum += now - next;
         late_max = late_max.max(now - next);
-        acc += if dist == "exp" { rng.exp(mean) } else { mean };
+        acc += draw(&mut rng);
+        next = start + acc as u64;
+    }
+    // what the schedule still owed when the duration ended (the backlog left unsent)
+    let mut unsent = 0u64;
+    while next < end && !stopped() {
+        unsent += 1;
+        acc += draw(&mut rng);
         next = start + acc as u64;
     }
     let elapsed = (mono_ns() - start) as f64 / 1e9;
     let n = (sent + errors).max(1);
     println!(
-        "{{\"sent\":{sent},\"errors\":{errors},\"bytes\":{},\"elapsed_s\":{elapsed:.6},\"late_mean_ns\":{},\"late_max_ns\":{late_max}}}",
+        "{{\"sent\":{sent},\"errors\":{errors},\"skipped\":{skipped},\"unsent\":{unsent},\"bytes\":{},\"elapsed_s\":{elapsed:.6},\"late_mean_ns\":{},\"late_max_ns\":{late_max}}}",
         sent * size as u64, late_sum / n
     );
     Ok(())
@@ -262,10 +343,7 @@ pub fn probe(args: &Args) -> Result<(), String> {
     args.check_known(&["addr", "src", "timeout", "attempt-ms", "connect-only"])?;
     let addr = parse_addr(args.req("addr")?)?;
     let src = match args.get("src") {
-        Some(a) => Some(SocketAddr::new(
-            a.parse().map_err(|_| format!("bad --src {a:?}"))?,
-            0,
-        )),
+        Some(a) => Some(parse_src(a, &addr)?),
         None => None,
     };
     let deadline = mono_ns() + (args.num::<f64>("timeout", 10.0)? * 1e9) as u64;

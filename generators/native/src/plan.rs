@@ -95,10 +95,7 @@ pub fn psend(args: &Args) -> Result<(), String> {
     ])?;
     let dst = parse_addr(args.req("dst")?)?;
     let src = match args.get("src") {
-        Some(a) => Some(SocketAddr::new(
-            a.parse().map_err(|_| format!("bad --src {a:?}"))?,
-            0,
-        )),
+        Some(a) => Some(parse_src(a, &dst)?),
         None => None,
     };
     let proto = args.get("proto").unwrap_or("udp");

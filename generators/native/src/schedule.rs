@@ -5,6 +5,8 @@
 //!   {"id":0,"t":0.25,"client":"10.0.1.2","rres":[{"gap":0.0,"conns":[
 //!       {"server":"10.0.2.1:8080","proto":"tcp","app":"tcp/80","offset":0.0,
 //!        "pairs":[[req_bytes, rsp_bytes, think_after_s], ...]}]}]}
+//! IPv6 addresses are written as text too (`"client":"fd00::1:2"`,
+//! `"server":"[fd00::2:1]:8080"`); a session's client and its servers share one family.
 //! `gap` is the idle time between the end of the previous RRE and this one;
 //! `offset` is a connection's start relative to its RRE's start. Unknown
 //! fields are errors, so a misspelt key never goes unnoticed.
@@ -85,6 +87,12 @@ fn check_session(s: &Session, line: usize) -> Result<(), String> {
             return bad("an RRE has a negative gap or no connections".into());
         }
         for c in &r.conns {
+            if c.server.is_ipv4() != s.client.is_ipv4() {
+                return bad(format!(
+                    "client {} and server {} are different address families",
+                    s.client, c.server
+                ));
+            }
             let min = if c.proto == Proto::Tcp {
                 TCP_HDR
             } else {

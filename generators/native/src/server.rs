@@ -7,7 +7,7 @@
 //! bytes. Requests are parsed as a byte stream, so back-to-back requests work.
 //! UDP: a request datagram carries a 24-byte header; the datagram that
 //! completes the request (offset + length == total) triggers the response,
-//! sent as datagrams of at most 1472 bytes. Prints `READY` once every socket
+//! sent as datagrams of at most 1472 bytes (1452 over IPv6). Prints `READY` once every socket
 //! is bound; SIGTERM stops it and prints a JSON summary line.
 
 use std::io::{Read, Write};
@@ -254,7 +254,7 @@ fn udp_serve(u: &UdpSocket, buf: &mut [u8], stats: &mut Stats) {
         stats.udp_requests += 1;
         let mut left = rsp as usize;
         while left > 0 {
-            let k = left.min(UDP_MAX);
+            let k = left.min(udp_max(&src));
             match u.send_to(&ZEROS[..k], src) {
                 Ok(w) => stats.bytes_out += w as u64,
                 Err(_) => stats.udp_send_drops += 1,

@@ -12,8 +12,10 @@ pub const TCP_HDR: usize = 8;
 /// UDP request datagram header: magic, conn, pair, req_total, offset, rsp_total (u32 each).
 pub const UDP_HDR: usize = 24;
 pub const UDP_MAGIC: u32 = 0x5357_4c55; // "SWLU"
-/// Largest UDP payload we send (1500-byte IP packets).
+/// Largest UDP payload we send over IPv4 (1500-byte IP packets); see [`udp_max`].
 pub const UDP_MAX: usize = 1472;
+/// The same over IPv6 (40-byte IP header: 1452 + 8 + 40 = 1500).
+pub const UDP_MAX_V6: usize = 1452;
 pub const ZEROS: [u8; 65536] = [0u8; 65536];
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -113,6 +115,30 @@ impl Rng {
     pub fn exp(&mut self, mean: f64) -> f64 {
         -mean * self.unit().ln()
     }
+}
+
+/// Largest UDP payload to or from `peer` that fits a 1500-byte IP packet.
+pub fn udp_max(peer: &SocketAddr) -> usize {
+    if peer.is_ipv4() {
+        UDP_MAX
+    } else {
+        UDP_MAX_V6
+    }
+}
+
+/// A source address for `--src ADDR` (brackets allowed) in the family of `dst`.
+pub fn parse_src(text: &str, dst: &SocketAddr) -> Result<SocketAddr, String> {
+    let ip: std::net::IpAddr = text
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .map_err(|_| format!("bad --src {text:?}"))?;
+    if ip.is_ipv4() != dst.is_ipv4() {
+        return Err(format!(
+            "--src {ip} and the destination {dst} are different address families"
+        ));
+    }
+    Ok(SocketAddr::new(ip, 0))
 }
 
 fn domain_of(addr: &SocketAddr) -> Domain {
@@ -243,5 +269,46 @@ impl Args {
     }
     pub fn flag(&self, key: &str) -> bool {
         self.get(key).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_of_both_families() {
+        let v4 = parse_addr("10.0.2.1:8080").unwrap();
+        let v6 = parse_addr("[fd00::2:1]:8080").unwrap();
+        assert!(v6.is_ipv6() && v6.port() == 8080);
+        assert!(parse_addr("fd00::2:1:8080").is_err()); // a v6 port needs brackets
+        assert_eq!((udp_max(&v4), udp_max(&v6)), (1472, 1452));
+        assert_eq!(
+            parse_src("[fd00::1:2]", &v6).unwrap().ip().to_string(),
+            "fd00::1:2"
+        );
+        assert_eq!(
+            parse_src("10.0.1.2", &v4).unwrap().ip().to_string(),
+            "10.0.1.2"
+        );
+        let err = parse_src("10.0.1.2", &v6).unwrap_err();
+        assert!(err.contains("different address families"), "{err}");
+        assert!(parse_src("nonsense", &v4).is_err());
+    }
+
+    #[test]
+    fn v6_sockets_bind_and_connect_on_loopback() {
+        // a server and a client socket on ::1: AF_INET6, source bound, port picked at connect
+        let srv = std::net::TcpListener::bind("[::1]:0");
+        let Ok(srv) = srv else {
+            eprintln!("skipped: no IPv6 loopback here");
+            return;
+        };
+        let addr = srv.local_addr().unwrap();
+        let s = new_socket(&addr, Some(parse_src("::1", &addr).unwrap()), false).unwrap();
+        s.set_nonblocking(false).unwrap();
+        s.connect(&addr.into()).unwrap();
+        let (_, peer) = srv.accept().unwrap();
+        assert!(peer.is_ipv6());
     }
 }
