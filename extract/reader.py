@@ -498,6 +498,17 @@ def addr_to_str(hi: int, lo: int) -> str:
     return str(ipaddress.IPv6Address((hi << 64) | lo))
 
 
+def addr_to_cols(text: str) -> tuple[int, int]:
+    """The inverse of :func:`addr_to_str`: an address's ``(hi, lo)`` column values
+    (IPv4 as ``::ffff:a.b.c.d``, as the reader stores it)."""
+    try:
+        addr = ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        raise TraceError(text, "not an IPv4 or IPv6 address") from None
+    full = int(addr) | (0xFFFF << 32) if addr.version == 4 else int(addr)
+    return full >> 64, full & ((1 << 64) - 1)
+
+
 def is_v4(hi: Any, lo: Any) -> Any:
     """Whether an address (scalars or arrays) is IPv4-mapped ``::ffff:a.b.c.d``."""
     if isinstance(hi, np.ndarray) or isinstance(lo, np.ndarray):

@@ -8,7 +8,8 @@ session runs in its own thread: at its start time it fetches its pages one
 after another, each on a new connection bound to the session's source
 address (HTTP/1.0), thinking ``think_s`` after each. One JSON line per
 request attempted goes to RECORDS: session, request index, start and end
-(CLOCK_MONOTONIC s), bytes, status (or the error; no end: cut by the stop). Start times count from
+(CLOCK_MONOTONIC s), the connection's source port
+(``sport``), bytes, status (or the error; no end: cut by the stop). Start times count from
 the moment the schedule is read; a summary line goes to stdout at the end.
 
 Why not httperf ``--wsesslog``: it starts sessions at a fixed or Poisson
@@ -24,18 +25,25 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 STOP = threading.Event()
 
 
-def fetch(src: str, host: str, port: int, path: str, timeout: float) -> tuple[int, int]:
-    """One GET on a new connection from ``src``: (status, bytes received)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+def fetch(src: str, host: str, port: int, path: str, timeout: float,
+          bound: Callable[[int], None] | None = None) -> tuple[int, int]:
+    """One GET on a new connection from ``src``: (status, bytes received). ``bound``
+    gets the local port before the connection starts (its SYN's source port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.bind((src, 0))
+        if bound is not None:
+            bound(s.getsockname()[1])
         s.connect((host, port))
-        s.sendall(f"GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+        name = f"[{host}]" if family == socket.AF_INET6 else host  # an IPv6 Host: header
+        s.sendall(f"GET /{path} HTTP/1.0\r\nHost: {name}\r\n\r\n".encode())
         got, first = 0, b""
         while True:
             chunk = s.recv(65536)
@@ -49,10 +57,9 @@ def fetch(src: str, host: str, port: int, path: str, timeout: float) -> tuple[in
     return status, got
 
 
-def session(i: int, sess: dict[str, Any], host: str, port: int, t0: float,
+def session(i: int, sess: dict[str, Any], host: str, port: int,
             out: list[dict[str, Any]], lock: threading.Lock, timeout: float) -> None:
-    if STOP.wait(max(0.0, t0 + sess["t"] - time.monotonic())):
-        return
+    """One session, started at its time by :func:`main`: its requests one after another."""
     for k, (path, think) in enumerate(sess["reqs"]):
         if STOP.is_set():
             return
@@ -61,7 +68,8 @@ def session(i: int, sess: dict[str, Any], host: str, port: int, t0: float,
         with lock:  # recorded when attempted: one still in flight at the stop has no end
             out.append(rec)
         try:
-            status, got = fetch(sess["src"], host, port, path, timeout)
+            status, got = fetch(sess["src"], host, port, path, timeout,
+                                lambda p, r=rec: r.update(sport=p))
             with lock:
                 rec.update(status=status, bytes=got, end=time.monotonic())
         except OSError as exc:
@@ -79,14 +87,21 @@ def main(argv: list[str]) -> int:
     t0 = time.monotonic()
     out: list[dict[str, Any]] = []
     lock = threading.Lock()
-    threads = [threading.Thread(target=session, args=(i, s, sched["host"], sched["port"], t0,
-                                                     out, lock, sched.get("timeout_s", 10.0)),
-                                daemon=True) for i, s in enumerate(sched["sessions"])]
-    for t in threads:
-        t.start()
-    for t in threads:
-        while t.is_alive() and not STOP.is_set():
-            t.join(0.2)
+    threads = []
+    # each session's thread starts at the session's time (a thread made in advance for
+    # every session would put thousands of waiting threads, made at once, before the
+    # first sessions: late starts)
+    for i in sorted(range(len(sched["sessions"])), key=lambda j: sched["sessions"][j]["t"]):
+        if STOP.wait(max(0.0, t0 + sched["sessions"][i]["t"] - time.monotonic())):
+            break
+        th = threading.Thread(target=session, args=(i, sched["sessions"][i], sched["host"],
+                                                   sched["port"], out, lock,
+                                                   sched.get("timeout_s", 10.0)), daemon=True)
+        th.start()
+        threads.append(th)
+    for th in threads:
+        while th.is_alive() and not STOP.is_set():
+            th.join(0.2)
     elapsed = time.monotonic() - t0
     STOP.set()
     with lock:

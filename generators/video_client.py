@@ -37,6 +37,7 @@ from swell's trace reader.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import struct
 import subprocess
@@ -47,6 +48,7 @@ import numpy as np
 
 from swell.errors import EnvironmentProblem, SwellError
 from swell.fsutil import atomic_path
+from swell.inet import hostport, is_v6, url_host
 
 RTP_CLOCK_HZ = 90_000
 PAYLOAD_TYPE = 96
@@ -168,20 +170,22 @@ def tcp_sender_argv(clip: Path, fps: float, address: str, port: int) -> list[str
     """socat accepting one connection on ``address:port``, then the paced clip into it."""
     pipeline = " ".join(["gst-launch-1.0", "-q", *_paced(clip), "!", "fdsink", "fd=1",
                          "sync=true"])
-    return ["socat", "-U", f"TCP4-LISTEN:{port},bind={address},reuseaddr",
+    family = "TCP6" if is_v6(address) else "TCP4"
+    return ["socat", "-U", f"{family}-LISTEN:{port},bind={url_host(address)},reuseaddr",
             f'EXEC:"{pipeline}"']
 
 
 def tcp_receiver_argv(server: str, port: int, client: str, out: Path) -> list[str]:
     """socat connecting from ``client`` to ``server:port``, writing the bytes to ``out``."""
-    return ["socat", "-u", f"TCP4:{server}:{port},bind={client}",
+    family = "TCP6" if is_v6(server) else "TCP4"
+    return ["socat", "-u", f"{family}:{hostport(server, port)},bind={url_host(client)}",
             f"CREATE:{out}"]
 
 
 def listening_argv(proto: str, address: str, port: int) -> list[str]:
     """ss listing a socket bound to ``address:port`` (a readiness probe, no connection)."""
     flag = "-Hltn" if proto == "tcp" else "-Hlun"
-    return ["ss", flag, f"src {address}:{port}"]
+    return ["ss", flag, f"src {hostport(address, port)}"]
 
 
 # --- the client's capture -------------------------------------------------------------------
@@ -213,7 +217,10 @@ def read_udp(pcap: Path, dst: str, dport: int) -> RtpPackets:
     linktype = struct.unpack(endian + "I", data[20:24])[0] & 0x0FFFFFFF
     if linktype not in _LINK_HEADER:
         raise SwellError(pcap, f"link type {linktype} is not read here")
-    want = bytes(int(x) for x in dst.split("."))
+    want = ipaddress.ip_address(dst).packed
+    # IPv4: protocol at 9, destination at 16; IPv6: next header at 6, destination at 24
+    # (UDP right after the fixed header: the sender adds no extension headers)
+    ver, proto_at, dst_at = (6, 6, 24) if len(want) == 16 else (4, 9, 16)
     rec = struct.Struct(endian + "IIII")
     rows: list[tuple[float, int, int, int, int, int]] = []
     off = 24
@@ -223,9 +230,10 @@ def read_udp(pcap: Path, dst: str, dport: int) -> RtpPackets:
         pkt = data[off:off + caplen]
         off += caplen
         ip = pkt[_LINK_HEADER[linktype]:]
-        if len(ip) < 20 or ip[0] >> 4 != 4 or ip[9] != 17 or ip[16:20] != want:
+        if (len(ip) < 40 if ver == 6 else len(ip) < 20) or ip[0] >> 4 != ver \
+                or ip[proto_at] != 17 or ip[dst_at:dst_at + len(want)] != want:
             continue
-        ihl = (ip[0] & 0x0F) * 4
+        ihl = 40 if ver == 6 else (ip[0] & 0x0F) * 4
         udp = ip[ihl:]
         if len(udp) < 8 + 12 or struct.unpack("!H", udp[2:4])[0] != dport:
             continue
@@ -254,13 +262,13 @@ class TcpSegments:
 
 def read_tcp(pcap: Path, server: str, sport: int) -> TcpSegments:
     """Data segments from ``server:sport`` in the client's capture, with stream offsets."""
-    from swell.extract.reader import read_all, v4_to_int
+    from swell.extract.reader import addr_to_cols, read_all
 
     ch = read_all(pcap)
-    src_int = int.from_bytes(bytes(int(x) for x in server.split(".")), "big")
-    ip = np.asarray(ch.ipver) == 4
-    sel = ip & (np.asarray(ch.proto) == 6) & (np.asarray(ch.sport) == sport)
-    sel[ip] &= v4_to_int(np.asarray(ch.saddr_lo)[ip]) == src_int
+    hi, lo = addr_to_cols(server)  # either family
+    sel = np.asarray(ch.ipver) == (6 if is_v6(server) else 4)
+    sel &= (np.asarray(ch.proto) == 6) & (np.asarray(ch.sport) == sport)
+    sel &= (np.asarray(ch.saddr_hi) == hi) & (np.asarray(ch.saddr_lo) == lo)
     ts = np.asarray(ch.ts_ns, np.int64)[sel] / 1e9
     seq = np.asarray(ch.seq, np.int64)[sel]
     flags = np.asarray(ch.tcp_flags)[sel]

@@ -383,14 +383,14 @@ def foreground_result(pcap: Path | None, server_ip: str, port: int, window: Wind
     """
     out: dict[str, Any] = {"response_times_s": [], "starts_s": []}
     if pcap is not None and pcap.exists() and pcap.stat().st_size > 24:
-        from swell.extract.reader import read_all, v4_to_int
+        from swell.extract.reader import addr_to_cols, read_all, v4_to_int
 
         ch = read_all(pcap)
         if is_v6(server_ip):
             # one-to-one integer form of the columns for response_times: 1 for the
             # server's address, 0 for any other (the client's)
             ip = np.asarray(ch.ipver) == 6
-            hi, lo = divmod(int(ipaddress.IPv6Address(server_ip)), 1 << 64)
+            hi, lo = addr_to_cols(server_ip)
             src = ((ch.saddr_hi[ip] == hi) & (ch.saddr_lo[ip] == lo)).astype(np.int64)
             dst = ((ch.daddr_hi[ip] == hi) & (ch.daddr_lo[ip] == lo)).astype(np.int64)
             server = 1

@@ -167,3 +167,40 @@ def test_reader_columns_hold_ipv6_addresses():
     assert np.all(np.asarray(ch.ipver) == 6)
     assert all(":" in addr_to_str(int(h), int(lo))
                for h, lo in zip(ch.saddr_hi[:20], ch.saddr_lo[:20], strict=True))
+
+
+def test_video_reads_rtp_and_tcp_from_ipv6_captures(tmp_path: Path):
+    from scapy.layers.inet import TCP, UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    from swell.generators import video_client as vc
+
+    srv, cli, t0 = "fd00::2:1", "fd00::1:1", 1_700_000_000.0
+    rtp = [bytes([0x80, 0x60 | (0x80 if k == 2 else 0)]) + k.to_bytes(2, "big")
+           + (9000 * k).to_bytes(4, "big") + (77).to_bytes(4, "big") + b"v" * 100
+           for k in range(3)]
+    pkts = [Ether() / IPv6(src=srv, dst=cli) / UDP(sport=5004, dport=5004) / r for r in rtp]
+    pkts.append(Ether() / IPv6(src=srv, dst="fd00::1:9") / UDP(sport=5004, dport=5004) / rtp[0])
+    for i, p in enumerate(pkts):
+        p.time = t0 + i * 0.01
+    wrpcap(str(tmp_path / "rtp.pcap"), pkts)
+    got = vc.read_udp(tmp_path / "rtp.pcap", cli, 5004)
+    assert got.seq.tolist() == [0, 1, 2] and got.marker.tolist() == [False, False, True]
+    assert got.payload.tolist() == [100, 100, 100] and got.ssrc == 77
+
+    down = IPv6(src=srv, dst=cli)
+    segs = [IPv6(src=cli, dst=srv) / TCP(sport=4000, dport=7000, flags="S", seq=10),
+            down / TCP(sport=7000, dport=4000, flags="SA", seq=1000),
+            down / TCP(sport=7000, dport=4000, flags="A", seq=1001) / (b"a" * 500),
+            down / TCP(sport=7000, dport=4000, flags="A", seq=1501) / (b"b" * 300)]
+    for i, p in enumerate(segs):
+        p.time = t0 + i * 0.01
+    wrpcap(str(tmp_path / "tcp.pcap"), segs)
+    seg = vc.read_tcp(tmp_path / "tcp.pcap", srv, 7000)
+    assert seg.offset.tolist() == [0, 500] and seg.length.tolist() == [500, 300]
+    argv = vc.tcp_receiver_argv(srv, 7000, cli, tmp_path / "out")
+    assert argv[2] == "TCP6:[fd00::2:1]:7000,bind=[fd00::1:1]"
+    assert vc.tcp_sender_argv(tmp_path / "c", 30, srv, 7000)[2] == \
+        "TCP6-LISTEN:7000,bind=[fd00::2:1],reuseaddr"
