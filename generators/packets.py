@@ -56,6 +56,7 @@ from swell.generators.kind import (
     TrafficKind,
     Window,
 )
+from swell.inet import hostport
 from swell.native import native_artifact
 from swell.placement import GroupNeed, HostNeeds, Local, Netns, PathFacts, Place, Via
 
@@ -255,7 +256,7 @@ class PacketsGenerator(Generator):
             dst, rplace, _, _ = c.ends[leg.direction]
             port = PORTS[(leg.direction, leg.proto)]
             if c.engine == "swell":
-                argv = [str(native_artifact("swell-gen")), "precv", "--listen", f"{dst}:{port}",
+                argv = [str(native_artifact("swell-gen")), "precv", "--listen", hostport(dst, port),
                         "--proto", leg.proto, "--log", str(self.out / f"{leg.key}.bin"),
                         "--duration", str(c.duration_s + 60)]
             else:
@@ -272,7 +273,7 @@ class PacketsGenerator(Generator):
                 continue
             dst, _, src, splace = c.ends[leg.direction]
             argv = [str(native_artifact("swell-gen")), "probe", "--connect-only",
-                    "--addr", f"{dst}:{c.signal_port + i}", "--timeout", str(timeout)]
+                    "--addr", hostport(dst, c.signal_port + i), "--timeout", str(timeout)]
             res = splace.run(argv + (["--src", src] if src else []), timeout=timeout + 5)
             if res.returncode != 0:
                 raise SwellError(proc.label, proc.error_text() if not proc.alive()
@@ -291,7 +292,7 @@ class PacketsGenerator(Generator):
                 path = self.out / f"{leg.key}.plan"
                 plan.tofile(path)
                 argv = [str(native_artifact("swell-gen")), "psend", "--dst",
-                        f"{dst}:{PORTS[(leg.direction, leg.proto)]}", "--proto", leg.proto,
+                        hostport(dst, PORTS[(leg.direction, leg.proto)]), "--proto", leg.proto,
                         "--plan", str(path)]
                 argv += (["--src", src] if src else []) + (["--rt"] if c.realtime else [])
             else:
