@@ -44,6 +44,7 @@ from swell.analysis import bwest as est
 from swell.errors import EnvironmentProblem, SwellError
 from swell.generators.base import Generator, GenResult, Proc
 from swell.generators.kind import KindResult, KindSpec, ReportPart, RunContext, TrafficKind, Window
+from swell.inet import require_ipv4
 from swell.native import native_artifact
 from swell.placement import Endpoint, PathFacts, Place
 
@@ -440,6 +441,8 @@ class EstimatorKind(TrafficKind):
         if not pl.fg_servers or not pl.fg_clients:
             raise SwellError(self.name, "needs a foreground client and server in the topology")
         self.capacity_mbps = pl.path.reverse_mbps
+        require_ipv4(self.name, [pl.fg_servers[0].ip, pl.fg_clients[0].ip],
+                     "swell-probe's receiver, pathload and pathChirp speak IPv4 only")
         return pl.fg_servers[0], pl.fg_clients[0]
 
     def settle_s(self, ctx: RunContext, server: Endpoint, client: Endpoint) -> float:
