@@ -122,7 +122,8 @@ CAPTURES = [
 MAX_HOSTS = 256  # emulated hosts per side at most; the trace's servers fold onto them
 
 
-def topology_dict(model: Path, n_clients: int, n_servers: int) -> dict[str, Any]:
+def topology_dict(model: Path, n_clients: int, n_servers: int, seed: int = SEED
+                  ) -> dict[str, Any]:
     """A dumbbell with model-drawn access links and a bottleneck that is not the limit."""
     return {
         "network": "10.79.0.0/16",
@@ -130,17 +131,17 @@ def topology_dict(model: Path, n_clients: int, n_servers: int) -> dict[str, Any]
         "clients": {"count": n_clients, "model": {"path": str(model), "side": "client"}},
         "servers": {"count": n_servers, "model": {"path": str(model), "side": "server"}},
         "engine": "native",
-        "seed": SEED,
+        "seed": seed,
     }
 
 
-def bench_spec(model_dir: Path, model: Any) -> Any:
+def bench_spec(model_dir: Path, model: Any, seed: int = SEED) -> Any:
     """The topology spec: as many emulated hosts per side as the model has observed hosts."""
     from swell.topologies.spec import spec_from_dict
 
     n_c = min(MAX_HOSTS, max(1, len(model.arrays["net/client/delay_s"])))
     n_s = min(MAX_HOSTS, max(1, len(model.arrays["net/server/delay_s"])))
-    return spec_from_dict(topology_dict(model_dir, n_c, n_s), "fidelity topology")
+    return spec_from_dict(topology_dict(model_dir, n_c, n_s, seed), "fidelity topology")
 
 
 def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
@@ -171,10 +172,10 @@ def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
 
 
 def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float,
-                     warmup_s: float = 0.0) -> Any:
+                     warmup_s: float = 0.0, seed: int = SEED) -> Any:
     """The Swing generator placed on the topology as the Swing kind does.
 
-    The schedule is drawn once from ``SEED`` (no seed selection). With ``CALIBRATE``
+    The schedule is drawn once from ``seed`` (no seed selection). With ``CALIBRATE``
     (``--calibrate``) it is drawn as ``swell run`` draws one for a target rate: the
     session count chosen so the schedule carries the model's mean rate over the run
     (``swing_schedule``); the spread that is left is reported over ``--seeds``.
@@ -194,7 +195,7 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float,
     apps, scale, _ = usable_apps(model_dir)
     target = load_model(model_dir).mean_rate_bps() / 1e6 if CALIBRATE else None
     pl = placement_of(topo)
-    sched = swing_schedule(apps, list(pl.bg_clients), list(pl.bg_servers), run_s, SEED,
+    sched = swing_schedule(apps, list(pl.bg_clients), list(pl.bg_servers), run_s, seed,
                            scale, target, window_start_s=warmup_s)
     path = write_schedule(out / "schedule.jsonl", sched)
     return SwingGenerator(SwingConfig(
@@ -205,16 +206,16 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float,
         duration_s=run_s + 2.0, probe=probe_paths(pl)))
 
 
-def run_swing(model_dir: Path, model: Any, out: Path, run_s: float, warmup_s: float = 0.0
-              ) -> dict[str, Any]:
+def run_swing(model_dir: Path, model: Any, out: Path, run_s: float, warmup_s: float = 0.0,
+              seed: int = SEED) -> dict[str, Any]:
     """Generate ``run_s`` seconds of Swing traffic through the dumbbell; capture it."""
     from swell.generators.swing import load_records
     from swell.topologies.topology import Topology
 
-    spec = bench_spec(model_dir, model)
+    spec = bench_spec(model_dir, model, seed)
     cap_dir = out / "capture"
     with Topology(spec, capture_dir=cap_dir) as topo:
-        gen = swing_background(topo, model_dir, out, run_s, warmup_s)
+        gen = swing_background(topo, model_dir, out, run_s, warmup_s, seed)
         try:
             gen.check()
             gen.start_server()
@@ -235,8 +236,13 @@ def run_swing(model_dir: Path, model: Any, out: Path, run_s: float, warmup_s: fl
 
 
 def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
-            out: Path, warmup_s: float = 0.0) -> FidelityResult:
-    """Original (whole trace) against the generated window ``[t0 + warm-up, t0 + run)``."""
+            out: Path, warmup_s: float = 0.0, seed: int = SEED, ks: bool = True
+            ) -> FidelityResult:
+    """Original (whole trace) against the generated window ``[t0 + warm-up, t0 + run)``.
+
+    ``ks``: also re-extract the generated capture and compare its distributions with
+    the model's (a model extraction per run: with ``--seeds`` only seed 1 does it).
+    """
     cfg = FidelityConfig()
     orig = load_packets(cap.path)
     dirs_o = directions_by_rule(orig, cfg.direction)
@@ -249,19 +255,22 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
                            "run's window; are capture timestamps wall-clock time?")
     result = fidelity(orig, gen, cfg, directions=(dirs_o, dirs_g),
                       grids=((int(orig.ts_ns.min()), None), (w0, w1)))
-    merged = out / "generated.pcap"
-    subprocess.run(["mergecap", "-F", "pcap", "-w", str(merged),
-                    *(str(run["capture_dir"] / f) for f in
-                      ("bottleneck-forward.pcap", "bottleneck-reverse.pcap"))], check=True)
     syn = directions_by_rule(gen, "syn")
     agree = {d: float(gen.size[syn[d] & dirs_g[d]].sum() / max(gen.size[dirs_g[d]].sum(), 1))
              for d in dirs_g}
-    d_gen, note = reextracted_distributions(merged)
-    if d_gen is None:
-        add_ks(result, None, None, note)
+    if not ks:
+        add_ks(result, None, None, "not computed for this seed (KS: seed 1 of --seeds)")
     else:
-        add_ks(result, model_distributions(model_dir), d_gen,
-               "generated bottleneck capture re-extracted vs the model")
+        merged = out / "generated.pcap"
+        subprocess.run(["mergecap", "-F", "pcap", "-w", str(merged),
+                        *(str(run["capture_dir"] / f) for f in
+                          ("bottleneck-forward.pcap", "bottleneck-reverse.pcap"))], check=True)
+        d_gen, note = reextracted_distributions(merged)
+        if d_gen is None:
+            add_ks(result, None, None, note)
+        else:
+            add_ks(result, model_distributions(model_dir), d_gen,
+                   "generated bottleneck capture re-extracted vs the model")
     recs = run["records"]
     sched = read_schedule(run["schedule"])
     from swell.extract.model import load_model
@@ -278,7 +287,7 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         "carried_payload_bps": {"c2s": 8.0 * sum(r["tx"] for r in recs) / run_s,
                                 "s2c": 8.0 * sum(r["rx"] for r in recs) / run_s},
         "capture": cap.name, "original": str(cap.path), "note": cap.note,
-        "run_s": run_s, "seed": SEED, "syn_rule_agreement": agree,
+        "run_s": run_s, "seed": seed, "syn_rule_agreement": agree,
         "connections": len(recs), "connections_ok": sum(1 for r in recs if r.get("ok")),
         "connections_cut": sum(1 for r in recs if r.get("error") == "cut"),
         "connection_errors": sorted({r["error"] for r in recs if r.get("error")}),
@@ -349,9 +358,20 @@ def spread_line(sp: dict[str, Any]) -> str:
             f"seed {SEED}: {sp['ratio_bench_seed']:.2f}")
 
 
-def bench_one(cap: Capture, out_root: Path, work_root: Path, factor: float | None,
-              max_run: float, spread_only: bool = False, spread_seeds: int = 200
-              ) -> FidelityResult | None:
+@dataclass(frozen=True)
+class Prepared:
+    """A capture made ready for its runs: composite built, model extracted, lengths set."""
+
+    cap: Capture
+    model_dir: Path
+    run_s: float
+    warmup_s: float
+
+
+def prepare(cap: Capture, out_root: Path, work_root: Path, factor: float | None,
+            max_run: float, spread_seeds: int) -> Prepared:
+    """Compose (a composite), extract the model and measure the offered-load spread: once
+    per capture, shared by every seed's run."""
     out = out_root / cap.name
     out.mkdir(parents=True, exist_ok=True)
     work = work_root / cap.name
@@ -371,21 +391,42 @@ def bench_one(cap: Capture, out_root: Path, work_root: Path, factor: float | Non
     write_json(out / "schedule-spread.json", spread)
     print(f"== {cap.name}: trace {model.duration_s:.1f} s, generating {run_s:.0f} s\n"
           + spread_line(spread), flush=True)
-    if spread_only:
-        return None
-    run = run_swing(model_dir, model, work, run_s, warmup_s)
-    result = compare(cap, model_dir, run, run_s, work, warmup_s)
-    table = ("\n".join(summary_lines(result)) + "\n" + spread_line(spread) + "\n\n"
-             + format_table(result))
+    return Prepared(cap, model_dir, run_s, warmup_s)
+
+
+def run_seed(prep: Prepared, seed: int, out: Path, work: Path, plots: Path, ks: bool = True
+             ) -> FidelityResult:
+    """One seed's run of a prepared capture: tables to ``out``, plots to ``plots``."""
+    from swell.extract.model import load_model
+
+    for d in (out, work, plots):
+        d.mkdir(parents=True, exist_ok=True)
+    model = load_model(prep.model_dir)
+    run = run_swing(prep.model_dir, model, work, prep.run_s, prep.warmup_s, seed)
+    result = compare(prep.cap, prep.model_dir, run, prep.run_s, work, prep.warmup_s, seed, ks)
+    table = "\n".join(summary_lines(result)) + "\n\n" + format_table(result)
     print(table, flush=True)
     (out / "table.txt").write_text(table + "\n")
     write_json(out / "fidelity.json", result.to_dict())
     links = {ip: (None if lk is None else json.loads(lk.model_dump_json()))
              for ip, lk in run["links"].items()}
-    write_json(out / "access-links.json", links)
+    write_json(plots / "access-links.json", links)
     for d in result.directions:
-        _fidelity_plots(out, d, argparse.Namespace(unit=result.config.unit))
+        _fidelity_plots(plots, d, argparse.Namespace(unit=result.config.unit))
     return result
+
+
+def _seed_task(prep: Prepared, seed: int, out_root: Path, work_root: Path, several: bool
+               ) -> tuple[str, int, FidelityResult]:
+    """One (capture, seed) run; with several seeds, per-seed tables under
+    ``<out>/seeds/seed<k>/<capture>/``, plots and access links beside the work files."""
+    name = prep.cap.name
+    work = work_root / f"seed{seed}" / name
+    if several:
+        out, plots = out_root / "seeds" / f"seed{seed}" / name, work / "plots"
+    else:
+        out = plots = out_root / name
+    return name, seed, run_seed(prep, seed, out, work, plots, ks=seed == 1 or not several)
 
 
 def main() -> int:
@@ -408,15 +449,20 @@ def main() -> int:
                     "session count chosen so it carries the model's mean (by construction, "
                     "no seed selection)")
     ap.add_argument("--seeds", type=int, default=1,
-                    help="run seeds 1..N; with N > 1 each seed's results go to "
-                    "<out>/seeds/seed<k>/<capture>/ and the mean and spread over seeds to "
-                    "<out>/<capture>/seeds.json")
+                    help="run seeds 1..N; with N > 1 each seed's tables go to "
+                    "<out>/seeds/seed<k>/<capture>/ (plots under --work) and the mean and "
+                    "spread over seeds to <out>/<capture>/seeds.json, seeds.txt and "
+                    "seeds_energy_<dir>.png")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="runs at once (each its own dumbbell; the runs of these traces "
+                    "take a small share of a core each)")
     args = ap.parse_args()
     from swell.cli import unwind_on_sigterm
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
-    global CALIBRATE, SEED
+    global CALIBRATE
     CALIBRATE = args.calibrate
+    preps = []
     for cap in CAPTURES:
         if args.only and cap.name not in args.only:
             continue
@@ -424,50 +470,134 @@ def main() -> int:
         if missing or not (cap.sources or cap.path.is_file()):
             print(f"== {cap.name}: skipped, {(missing or [cap.path])[0]} is absent", flush=True)
             continue
-        results = []
-        for seed in range(1, args.seeds + 1):
-            SEED = seed
-            out = args.out if args.seeds == 1 else args.out / "seeds" / f"seed{seed}"
-            res = bench_one(cap, out, args.work / f"seed{seed}", args.factor, args.max_run,
-                            args.spread_only, args.spread_seeds)
-            if res is not None:
-                results.append(res)
-        if len(results) > 1:
-            summary = seeds_summary(results)
-            write_json(args.out / cap.name / "seeds.json", summary)
-            print(seeds_table(cap.name, summary), flush=True)
-            (args.out / cap.name / "seeds.txt").write_text(seeds_table(cap.name, summary) + "\n")
+        preps.append(prepare(cap, args.out, args.work, args.factor, args.max_run,
+                             args.spread_seeds))
+    if args.spread_only:
+        return 0
+    several = args.seeds > 1
+    tasks = [(prep, seed) for prep in preps for seed in range(1, args.seeds + 1)]
+    results: dict[str, dict[int, FidelityResult]] = {p.cap.name: {} for p in preps}
+    if args.jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("fork")
+                                 ) as pool:
+            futures = [pool.submit(_seed_task, prep, seed, args.out, args.work, several)
+                       for prep, seed in tasks]
+            for fut in futures:
+                name, seed, res = fut.result()
+                results[name][seed] = res
+    else:
+        for prep, seed in tasks:
+            name, seed, res = _seed_task(prep, seed, args.out, args.work, several)
+            results[name][seed] = res
+    if several:
+        for name, by_seed in results.items():
+            runs = [by_seed[k] for k in sorted(by_seed)]
+            summary = seeds_summary(runs)
+            summary["jobs"] = args.jobs
+            write_json(args.out / name / "seeds.json", summary)
+            text = seeds_table(name, summary)
+            print(text, flush=True)
+            (args.out / name / "seeds.txt").write_text(text + "\n")
+            seeds_plots(args.out / name, runs)
     return 0
 
 
 def seeds_summary(results: list[FidelityResult]) -> dict[str, Any]:
-    """Per direction: throughput of each seed, the mean over seeds against the original."""
-    out: dict[str, Any] = {"seeds": len(results), "calibrated": CALIBRATE, "directions": {}}
+    """Per direction: throughput of each seed and their mean against the original; the
+    energy per octave of each seed and of their mean against the original's floor."""
+    m = results[0].meta
+    out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results],
+                           "calibrated": CALIBRATE, "run_s": m.get("run_s"),
+                           "warmup_s": m.get("warmup_s"), "window_s": m.get("window_s"),
+                           "model_mean_mbps": m.get("model_mean_mbps"),
+                           "offered_in_window_mbps": [r.meta.get("offered_in_window_mbps")
+                                                      for r in results],
+                           "connections_cut": [r.meta.get("connections_cut") for r in results],
+                           "connections": [r.meta.get("connections") for r in results],
+                           "directions": {}}
     for k, d in enumerate(results[0].directions):
         gen = [r.directions[k].throughput.generated_bps for r in results]
         orig = d.throughput.original_bps
         octs = [(r.directions[k].octaves_passed, r.directions[k].octaves_judged)
                 for r in results]
         mean = float(np.mean(gen))
+        cmp = d.comparison
+        ys = np.array([r.directions[k].comparison.y_b for r in results])
+        y_mean = ys.mean(axis=0)
+        diff = y_mean - cmp.y_a
+        judged = np.isfinite(diff) & np.isfinite(cmp.floor)
+        passed = judged & (np.abs(np.where(judged, diff, 0)) <= np.where(judged, cmp.floor, 0))
         out["directions"][d.direction] = {
             "original_mbps": orig / 1e6, "generated_mbps": [g / 1e6 for g in gen],
             "mean_mbps": mean / 1e6, "mean_diff_pct": 100 * (mean / orig - 1),
+            "sd_mbps": float(np.std(gen, ddof=1)) / 1e6 if len(gen) > 1 else 0.0,
             "min_max_diff_pct": [100 * (min(gen) / orig - 1), 100 * (max(gen) / orig - 1)],
-            "within_10pct": abs(mean / orig - 1) <= 0.10,
-            "octaves_passed_judged": octs}
+            "within_10pct": bool(abs(mean / orig - 1) <= 0.10),
+            "octaves_passed_judged": octs,
+            "mean_energy": {"octaves_passed": int(passed.sum()),
+                            "octaves_judged": int(judged.sum()),
+                            "rows": [{"octave": int(j), "time_scale_s": float(ts),
+                                      "y_original": float(ya), "y_mean": float(ym),
+                                      "y_min": float(lo), "y_max": float(hi),
+                                      "diff": float(df), "floor": float(fl), "pass": bool(ok)}
+                                     for j, ts, ya, ym, lo, hi, df, fl, ok in zip(
+                                         cmp.octaves, cmp.time_scale_s, cmp.y_a, y_mean,
+                                         ys.min(axis=0), ys.max(axis=0), diff, cmp.floor,
+                                         passed, strict=True)]},
+        }
     return out
 
 
 def seeds_table(name: str, summary: dict[str, Any]) -> str:
-    lines = [f"{name}: {summary['seeds']} seeds (no selection)"
-             + (", target by construction" if summary["calibrated"] else ""),
-             "direction  original    mean over seeds  diff    spread (min..max)  octaves"]
+    seeds = summary["seeds"]
+    lines = [f"{name}: seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}, no selection)"
+             + (", target by construction" if summary["calibrated"] else "")
+             + f"; generated {summary['run_s']:.0f} s, measured the last "
+               f"{summary['window_s']:.0f} s; offered in the window (Mbit/s): "
+             + ", ".join(f"{x:.2f}" for x in summary["offered_in_window_mbps"])
+             + f" (model mean {summary['model_mean_mbps']:.2f})",
+             "direction  original    mean over seeds (sd)    diff    spread (min..max)   "
+             "octaves per seed / of the mean"]
     for d, v in summary["directions"].items():
         lo, hi = v["min_max_diff_pct"]
         octs = " ".join(f"{p}/{j}" for p, j in v["octaves_passed_judged"])
-        lines.append(f"{d:<9}  {v['original_mbps']:7.3f}   {v['mean_mbps']:9.3f} Mb/s  "
-                     f"{v['mean_diff_pct']:+5.1f}%  {lo:+5.1f}%..{hi:+5.1f}%     {octs}")
+        me = v["mean_energy"]
+        lines.append(f"{d:<9}  {v['original_mbps']:7.3f}   {v['mean_mbps']:7.3f} "
+                     f"({v['sd_mbps']:.3f}) Mb/s  {v['mean_diff_pct']:+5.1f}% "
+                     f"{'pass' if v['within_10pct'] else 'FAIL'}  {lo:+5.1f}%..{hi:+5.1f}%  "
+                     f"{octs} / {me['octaves_passed']}/{me['octaves_judged']}")
+    for d, v in summary["directions"].items():
+        lines.append(f"\nenergy per octave, {d}: mean over seeds against the original")
+        lines.append("  j     scale  y_orig  y_mean  (min..max)      diff  floor  result")
+        for r in v["mean_energy"]["rows"]:
+            res = "n/a" if not np.isfinite(r["floor"]) else ("pass" if r["pass"] else "FAIL")
+            lines.append(f" {r['octave']:2d}  {_scale_s(r['time_scale_s']):>8}  "
+                         f"{r['y_original']:6.2f}  {r['y_mean']:6.2f}  "
+                         f"({r['y_min']:5.2f}..{r['y_max']:5.2f})  {r['diff']:+5.2f}  "
+                         f"{r['floor']:5.2f}  {res}")
     return "\n".join(lines)
+
+
+def _scale_s(s: float) -> str:
+    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.3g} s"
+
+
+def seeds_plots(out: Path, results: list[FidelityResult]) -> None:
+    """Per direction: the original's energy with its floor band and every seed's."""
+    from swell.analysis import plots
+
+    for k, d in enumerate(results[0].directions):
+        curves = [(f"original [{plots.human_rate(d.throughput.original_bps)}]", d.original)]
+        curves += [(f"seed {r.meta.get('seed')} "
+                    f"[{plots.human_rate(r.directions[k].throughput.generated_bps)}]",
+                    r.directions[k].generated) for r in results]
+        fig = plots.plot_energy(curves, title=f"Energy plot, {len(results)} seeds: "
+                                f"{plots.direction_label(d.direction)}",
+                                unit=results[0].config.unit, floor=(d.original, d.floor))
+        plots.save(fig, out / f"seeds_energy_{d.direction}", formats=("png",))
 
 
 if __name__ == "__main__":

@@ -23,10 +23,14 @@ netem, each qdisc's drops and overlimits from ``tc -s``.
 
 Problems (the run's ``problems`` list, printed on screen and boxed in the
 report): delivered under ``DELIVERED_MIN`` of asked in a direction that asked
-for at least ``MIN_ASKED_MBPS``; more than ``CUT_MAX`` of the connections cut at
-the end or failed. Each names the likely cause: a schedule that offered less
-(the draw of a heavy-tailed model), saturated access links (named), a
-saturated bottleneck, or failed connections (with their errors).
+for at least ``MIN_ASKED_MBPS``, or over ``DELIVERED_MAX`` of it (an overshoot:
+a warm-up short against the sessions); more than ``CUT_MAX`` of the
+connections cut at the end or failed. Each names the likely cause: the CPU
+(the link engine's busiest thread at its core, or every core busy: the
+background's ``cpu`` metrics), a schedule that offered less (the draw of a
+heavy-tailed model), saturated access links (named: busy over ``BUSY``, or
+asked for more than their link before the run), a saturated bottleneck, or
+failed connections (with their errors).
 """
 
 from __future__ import annotations
@@ -34,9 +38,12 @@ from __future__ import annotations
 from typing import Any
 
 DELIVERED_MIN = 0.90
+DELIVERED_MAX = 1.25  # delivered over this share of asked: an overshoot, also a problem
 CUT_MAX = 0.05
 BUSY = 0.90  # a pipe busy over this share of its lifetime is saturated
 MIN_ASKED_MBPS = 0.05  # directions asked for less are not judged (a few requests)
+ENGINE_BUSY = 0.85  # the link engine's busiest thread over this share of a core: its limit
+MACHINE_BUSY = 0.90  # every core together over this share: the machine's limit
 
 
 def host_rates(topo: dict[str, Any]) -> dict[str, float]:
@@ -85,14 +92,53 @@ def saturated_pipes(stats: dict[str, Any] | None, rates: dict[str, float],
     return sorted(out, key=lambda p: (-(p["busy"] or 0), -p["queue_drops"]))
 
 
+def cpu_cause(cpu: dict[str, Any] | None) -> str | None:
+    """The CPU as the limit, in words, when the link engine or the machine was at it.
+
+    ``cpu``: a background's ``cpu`` metrics (:mod:`swell.generators.cpushare`): the
+    link engine's busiest thread (a packet loop cannot use more than its core) and
+    every core together.
+    """
+    if not cpu:
+        return None
+    eng = (cpu.get("swell-link") or {}).get("busiest_thread")
+    gen = (cpu.get("swell-gen") or {}).get("core_share")
+    mach = cpu.get("machine_busy")
+    seen = (f"the machine's {cpu.get('cores', '?')} cores "
+            + (f"{mach:.0%} busy" if mach is not None else "not measured")
+            + (f", the generators {gen:.0%} of a core" if gen is not None else ""))
+    if eng is not None and eng >= ENGINE_BUSY:
+        return (f"the CPU: the link engine (swell-link) was at its core's limit (its busiest "
+                f"thread used {eng:.0%} of a core over the run; {seen}); on one machine it "
+                "also carries the receiving hosts' TCP work, so this machine cannot emulate "
+                "the load: a faster machine, an engine per machine (testbed) or a smaller load")
+    if mach is not None and mach >= MACHINE_BUSY:
+        return (f"the CPU: {seen} (link engine "
+                + (f"{eng:.0%} of a core" if eng is not None else "not measured")
+                + "): the machine cannot emulate the load (a smaller load, or fewer other "
+                  "jobs on the machine)")
+    return None
+
+
 def _cause(d: str, offered: float | None, asked: float, sat: list[dict[str, Any]],
-           bn_busy: float | None, conns: dict[str, Any]) -> str:
-    """The likely reason a direction fell short, in words."""
+           bn_busy: float | None, conns: dict[str, Any], cpu: dict[str, Any] | None = None,
+           overloaded: set[str] | None = None) -> str:
+    """The likely reason a direction fell short, in words.
+
+    An access link is saturated when it was busy over ``BUSY`` of the run, or when the
+    schedule asked its host for more than its link carries (``overloaded``: the pre-run
+    warning's hosts; TCP backs off, so such a link can stay under ``BUSY``). A link that
+    only dropped a few packets in bursts is not a cause while another one is named.
+    """
     reasons = []
+    if (why := cpu_cause(cpu)) is not None:
+        reasons.append(why)
     if offered is not None and offered < DELIVERED_MIN * asked:
         reasons.append(f"the drawn schedule offered only {offered:.2f} Mbit/s in the window "
                        "(a heavy-tailed draw: see the spread over seeds)")
-    hosts = [p for p in sat if p["pipe"].startswith(("up:", "down:"))]
+    links = [p for p in sat if p["pipe"].startswith(("up:", "down:"))]
+    hosts = [p for p in links if (p["busy"] is not None and p["busy"] > BUSY)
+             or p["pipe"].split(":", 1)[1] in (overloaded or set())]
     if hosts:
         names = ", ".join(f"{p['pipe']} ({p['busy']:.0%} busy)" if p["busy"] is not None
                           else f"{p['pipe']} ({p['queue_drops']} drops)" for p in hosts[:5])
@@ -100,13 +146,43 @@ def _cause(d: str, offered: float | None, asked: float, sat: list[dict[str, Any]
                        "more background hosts)")
     if bn_busy is not None and bn_busy > BUSY:
         reasons.append(f"the bottleneck is {bn_busy:.0%} busy ({d})")
+    bursts = [p for p in links if p not in hosts]
+    if bursts and not reasons:
+        names = ", ".join(f"{p['pipe']} ({p['queue_drops']} drops"
+                          + (f", {p['busy']:.0%} busy)" if p["busy"] is not None else ")")
+                          for p in bursts[:3])
+        reasons.append(f"{len(bursts)} access links dropped packets in bursts while under "
+                       f"{BUSY:.0%} busy: {names}")
     other = [p for p in sat if not p["pipe"].startswith(("up:", "down:"))]
-    if other and not hosts:
+    if other and not links:
         reasons.append("drops at " + ", ".join(p["pipe"] for p in other[:3]))
     if conns.get("failed"):
         reasons.append(f"{conns['failed']} connections failed ({conns.get('errors')})")
     return "; ".join(reasons) or "no saturated link seen: the sessions' own pace (round " \
                                   "trips, loss, think times) kept the load lower"
+
+
+def _overshoot_cause(d: str, offered: dict[str, float], asked: dict[str, float],
+                     warmup_s: float | None) -> str:
+    """Why a direction delivered well above its asked load, in words."""
+    warm = f"{warmup_s:g} s " if warmup_s is not None else ""
+    o = offered.get(d)
+    if o is None:
+        return "more than the kind's model asks arrived in the window (no schedule to compare)"
+    both_o = sum(v for v in offered.values() if v is not None)
+    both_a = sum(v for v in asked.values() if v is not None)
+    if o > DELIVERED_MAX * asked[d] and both_o > DELIVERED_MAX * both_a:
+        return (f"the schedule offered {o:.2f} Mbit/s in the window ({both_o:.2f} both ways "
+                f"for {both_a:.2f} asked): the {warm}warm-up is short against the model's "
+                "sessions, and the sessions drawn to fill it start their later connections "
+                "inside the window (give warmup_s several session lengths)")
+    if o > DELIVERED_MAX * asked[d]:
+        return (f"the schedule offered {o:.2f} Mbit/s in the window in this direction (both "
+                f"ways {both_o:.2f} for {both_a:.2f} asked): the draw split the load between "
+                "the directions unlike the model's mean (heavy-tailed sizes; see the spread "
+                "over seeds)")
+    return (f"the schedule offered {o:.2f} Mbit/s in the window; sessions of the {warm}warm-up "
+            "finished inside it (a longer warm-up and window even this out)")
 
 
 def delivery(asked: dict[str, float] | None, background: dict[str, Any],
@@ -123,8 +199,13 @@ def delivery(asked: dict[str, float] | None, background: dict[str, Any],
         rates = {}
     sat = saturated_pipes(engine_stats, rates, active_s)
     conns = background.get("connections") or {}
+    cpu = background.get("cpu")
+    hosts = background.get("hosts") or {}
+    overloaded = {h for side in ("servers", "clients")
+                  for h in (hosts.get(side) or {}).get("overloaded_hosts", [])}
+    warm = (load.get("window_s") or [None])[0]
     out: dict[str, Any] = {"window": "measurement window: end of warm-up to end of run",
-                           "saturated": sat[:20], "saturated_count": len(sat),
+                           "saturated": sat[:20], "saturated_count": len(sat), "cpu": cpu,
                            "connections": conns, "sessions": background.get("sessions")}
     problems = []
     for d in ("forward", "reverse"):
@@ -139,11 +220,16 @@ def delivery(asked: dict[str, float] | None, background: dict[str, Any],
         if a is not None and a >= MIN_ASKED_MBPS and delivered < DELIVERED_MIN * a:
             problems.append(f"background {d}: delivered {delivered:.2f} of {a:.2f} Mbit/s "
                             f"asked ({delivered / a:.0%}) in the window; likely cause: "
-                            + _cause(d, offered.get(d), a, sat, bn_busy, conns))
+                            + _cause(d, offered.get(d), a, sat, bn_busy, conns, cpu, overloaded))
+        elif a is not None and a >= MIN_ASKED_MBPS and delivered > DELIVERED_MAX * a:
+            problems.append(f"background {d}: delivered {delivered:.2f} of {a:.2f} Mbit/s "
+                            f"asked ({delivered / a:.0%}), well above it, in the window; "
+                            "likely cause: " + _overshoot_cause(d, offered, asked or {}, warm))
     started = int(conns.get("started") or 0)
     bad = int(conns.get("cut") or 0) + int(conns.get("failed") or 0)
     if started and bad / started > CUT_MAX:
         problems.append(f"background: {conns.get('cut', 0)} connections cut at the end and "
                         f"{conns.get('failed', 0)} failed of {started} ({bad / started:.0%}); "
-                        "likely cause: " + _cause("both", None, 1.0, sat, None, conns))
+                        "likely cause: " + _cause("both", None, 1.0, sat, None, conns, cpu,
+                                                  overloaded))
     return out, problems

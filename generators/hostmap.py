@@ -75,6 +75,7 @@ class Usage:
             "hosts_used": int(((self.up + self.down) > 0).sum()),
             "max_asked_share": round(float(busy.max()), 4) if busy.size else 0.0,
             "overloaded": len(over),
+            "overloaded_hosts": [self.addrs[i] for i in over],
             "worst": [{"host": self.addrs[i], "asked_up_mbps": round(float(up[i]), 3),
                        "asked_down_mbps": round(float(down[i]), 3),
                        "link_mbps": round(float(self.caps_mbps[i]), 3)}

@@ -27,6 +27,7 @@ schedule.
 from __future__ import annotations
 
 import math
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ from swell.generators.base import (
     counter_series,
     parse_json_lines,
 )
+from swell.generators.cpushare import CpuSampler
 from swell.generators.kind import (
     KindResult,
     KindSpec,
@@ -90,6 +92,7 @@ class SwingConfig:
     probe: ProbePaths = field(default_factory=lambda: ProbePaths({}, 0.0, 0.0))
 
 
+CPU_EVERY_S = 2.0  # CPU snapshots while the traffic runs, at most this often
 PROBE_WORKERS = 16  # probes in flight at once (a long path takes seconds per probe)
 SYN_RTO_S = 1.0  # Linux's initial SYN retransmission timeout
 
@@ -162,6 +165,8 @@ class SwingGenerator(Generator):
         self.records_path = self.out / "records.jsonl"
         self.server_plan = self._server_plan()
         self.client_plan = self._client_plan()
+        self.cpu = CpuSampler()  # the link engine's and the generators' CPU while it runs
+        self._cpu_at = 0.0
 
     def _server_plan(self) -> list[tuple[Place, list[str]]]:
         wanted = self.sched.servers()
@@ -240,6 +245,8 @@ class SwingGenerator(Generator):
                 argv += ["--duration", str(self.cfg.duration_s)]
             self.clients.append(self.spawn(f"swell-gen run [{i}]", place, argv))
             self.lines.append([])
+        self.cpu.start()
+        self._cpu_at = time.monotonic()
 
     def running(self) -> bool:
         return any(c.alive() for c in self.clients)
@@ -247,6 +254,9 @@ class SwingGenerator(Generator):
     def poll(self) -> list[dict[str, Any]]:
         """Merge the runners' k-th counter lines (same interval) once all have them;
         a runner that has ended keeps contributing its final line."""
+        if time.monotonic() - self._cpu_at >= CPU_EVERY_S and self.running():
+            self.cpu.sample()
+            self._cpu_at = time.monotonic()
         for i, client in enumerate(self.clients):
             self.lines[i] += parse_json_lines(client.drain())
         done = [not c.alive() and bool(ls) for c, ls in zip(self.clients, self.lines,
@@ -260,6 +270,11 @@ class SwingGenerator(Generator):
                 new.append(_merge_counters(rows))
         self.counter_lines.extend(new)
         return new
+
+    def stop(self) -> None:
+        if self.running():  # the CPU up to the end of the traffic
+            self.cpu.sample()
+        super().stop()
 
     def collect(self, warmup_s: float = 0.0) -> GenResult:
         self.poll()
@@ -278,7 +293,8 @@ class SwingGenerator(Generator):
         server_summary.pop("final", None)
         final = self.counter_lines[-1] if self.counter_lines else {}
         summary = {"client": final, "server": server_summary, "runners": len(self.clients),
-                   "sessions_scheduled": len(self.sched.sessions), "seed": self.sched.seed}
+                   "sessions_scheduled": len(self.sched.sessions), "seed": self.sched.seed,
+                   "cpu": self.cpu.shares()}
         return GenResult(self.name, counter_series(self.counter_lines, warmup_s), summary,
                          {"records": self.records_path, "schedule": Path(self.cfg.schedule)})
 

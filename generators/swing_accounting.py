@@ -19,6 +19,9 @@ seen at the bottleneck and raises the problems.
 Connections: started (a record each), completed, cut at the end of the run
 (``cut``), failed (any other error, counted by message); sessions: scheduled,
 started, completed (every connection of a started session done and ok).
+``cpu``: the link engine's, the generators' and the machine's CPU while the
+traffic ran (:mod:`swell.generators.cpushare`), so a shortfall can be told
+apart from a network limit.
 """
 
 from __future__ import annotations
@@ -106,4 +109,5 @@ def run_accounting(sched: Schedule, gen: GenResult, window: Window) -> dict[str,
         },
         **connection_counts(records, sched),
         "hosts": sched.meta.get("hosts", {}),
+        "cpu": gen.summary.get("cpu"),
     }

@@ -91,6 +91,9 @@ def test_a_too_small_topology_is_named_before_the_run(models):
     (text,) = host_warnings(sched)
     assert "background servers are asked for more than 90%" in text
     assert "10.2.0." in text and "give the topology more servers" in text
+    info = sched.meta["hosts"]["servers"]
+    assert len(info["overloaded_hosts"]) == info["overloaded"] > 0
+    assert set(info["overloaded_hosts"]) <= set(servers)
 
 
 def test_pool_sizes_grow_with_the_load(models):
