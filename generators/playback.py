@@ -70,6 +70,7 @@ from swell.generators.kind import (
     background_pair,
     input_file,
 )
+from swell.inet import hostport
 from swell.native import native_artifact
 from swell.placement import Endpoint, HostNeeds
 
@@ -293,7 +294,7 @@ class PlaybackGenerator(Generator):
     def wait_ready(self, timeout: float = 10.0) -> None:
         exe = str(native_artifact("swell-gen"))
         for leg, recv in zip(self.legs, self.receivers, strict=True):
-            argv = [exe, "probe", "--connect-only", "--addr", f"{leg.dst}:{leg.signal_port}",
+            argv = [exe, "probe", "--connect-only", "--addr", hostport(leg.dst, leg.signal_port),
                     "--timeout", str(timeout)] + (["--src", leg.src] if leg.src else [])
             res = leg.sender.run(argv, timeout=timeout + 5)
             if res.returncode != 0:

@@ -60,6 +60,7 @@ from swell.generators.kind import (
     input_file,
 )
 from swell.generators.playback import server_side
+from swell.inet import require_ipv4
 from swell.placement import Endpoint, HostNeeds
 
 START_LEAD_S = 1.0
@@ -345,6 +346,9 @@ class ReplayKind(TrafficKind):
     def build(self, ctx: RunContext) -> Generator:
         pl = ctx.placement
         background_pair(pl, self.name)
+        require_ipv4(self.name, [e.ip for e in (*pl.bg_clients, *pl.bg_servers)],
+                     "tcpreplay replays the trace's IPv4 packets with addresses rewritten one "
+                     "to one onto the hosts (tcprewrite pseudo-NAT); use upb or tpb")
         return replay_between(list(pl.bg_clients), list(pl.bg_servers), self.trace,
                               ctx.out_dir, duration_s=ctx.duration_s)
 
