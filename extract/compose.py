@@ -9,14 +9,16 @@ says exactly how:
 
 * **sources**: real captures with complete TCP handshakes and one Ethernet
   link type (pcap or pcapng; pcapng is converted with ``editcap -F pcap``);
-  only their Ethernet/IPv4 TCP and UDP packets are kept (ARP, IPv6 and the
-  rest are dropped and counted);
+  only their Ethernet TCP and UDP packets over IPv4 or IPv6 are kept (ARP,
+  VLAN tags, IPv6 extension headers and the rest are dropped and counted);
 * **copies**: each source appears ``copies`` times; copy ``k`` of source
-  ``s`` is one more "user": its IPv4 addresses are renumbered into
-  ``10.0.0.0/8``, address ``i`` of the source (in sorted order) becoming
-  ``10.0.0.0 + (id << 12) + i`` with an ``id`` unique to ``(s, k)``, so copies
-  never share a host, a connection or a server, and each copy keeps its own
-  host structure (the renumbering is one to one);
+  ``s`` is one more "user": its addresses are renumbered, address ``i`` of
+  the source (IPv4 ones first, each family in sorted order) becoming
+  ``10.0.0.0 + (id << 12) + i`` (IPv4) or ``fd00:: + (id << 12) + i``
+  (IPv6, under ``fd00::/96``) with an ``id`` unique to
+  ``(s, k)``, so copies never share a host, a connection or a server, each
+  copy keeps its own host structure (the renumbering is one to one) and its
+  address family;
 * **time**: copy ``k`` is rebased to start at a uniform random offset in
   ``[0, span - d_s]`` (``d_s`` the source's duration), so every copy lies
   whole inside ``[0, span)`` and users overlap the way independent users do;
@@ -43,8 +45,11 @@ import numpy as np
 
 from swell.errors import SwellError
 
-ETH, IPV4, HDR = 14, 0x0800, 16  # Ethernet header, its IPv4 type, pcap record header
+ETH, IPV4, IPV6, HDR = 14, 0x0800, 0x86DD, 16  # Ethernet header, its types, pcap record header
 ADDRS, NET = 4096, 10 << 24  # addresses per copy; copies are renumbered into 10.0.0.0/8
+NET6 = bytes.fromhex("fd00" + "00" * 10)  # IPv6 copies: NET6 + the 32 bits an IPv4 one gets
+# where an address starts in the IP header (source; destination after it) and its length
+ADDR_AT = {4: (12, 4), 6: (8, 16)}
 
 
 @dataclass
@@ -59,6 +64,7 @@ class Source:
     dropped: int
     src_idx: np.ndarray  # per record: index of its source address in the source's table
     dst_idx: np.ndarray
+    v6: np.ndarray  # per record: an IPv6 packet
 
     @property
     def duration_us(self) -> int:
@@ -84,7 +90,7 @@ def _as_pcap(path: Path, tmp: Path) -> Path:
 
 
 def load_source(path: Path, tmp: Path) -> Source:
-    """Read a source capture's Ethernet/IPv4 TCP and UDP records."""
+    """Read a source capture's Ethernet TCP and UDP records over IPv4 or IPv6."""
     raw = np.frombuffer(_as_pcap(path, tmp).read_bytes(), dtype=np.uint8)
     starts, pos = [], 24
     while pos + HDR <= len(raw):
@@ -96,26 +102,36 @@ def load_source(path: Path, tmp: Path) -> Source:
     hdr = raw[st[:, None] + np.arange(HDR)].view("<u4").reshape(-1, 4)
     t_us = hdr[:, 0].astype(np.int64) * 1_000_000 + hdr[:, 1]
     caplen = hdr[:, 2].astype(np.int64)
-    ok = caplen >= ETH + 20
-    etype = np.where(ok, raw[np.minimum(st + HDR + 12, len(raw) - 1)].astype(np.int64) << 8
-                     | raw[np.minimum(st + HDR + 13, len(raw) - 1)], 0)
-    proto = raw[np.minimum(st + HDR + ETH + 9, len(raw) - 1)]
-    keep = ok & (etype == IPV4) & ((proto == 6) | (proto == 17))
-    st, ln, t = st[keep], caplen[keep] + HDR, t_us[keep]
+    def byte(at: np.ndarray) -> np.ndarray:
+        return raw[np.minimum(at, len(raw) - 1)].astype(np.int64)
+
+    etype = np.where(caplen >= ETH, byte(st + HDR + 12) << 8 | byte(st + HDR + 13), 0)
+    v6 = (etype == IPV6) & (caplen >= ETH + 40)
+    v4 = (etype == IPV4) & (caplen >= ETH + 20)
+    proto = np.where(v6, byte(st + HDR + ETH + 6), byte(st + HDR + ETH + 9))
+    keep = (v4 | v6) & ((proto == 6) | (proto == 17))
+    st, ln, t, v6 = st[keep], caplen[keep] + HDR, t_us[keep], v6[keep]
     if not st.size:
-        raise SwellError(path, "no Ethernet/IPv4 TCP or UDP packets (IPv6 and VLAN-tagged "
-                         "packets are not composed)")
+        raise SwellError(path, "no Ethernet TCP or UDP packets over IPv4 or IPv6 (VLAN-tagged "
+                         "packets and IPv6 extension headers are not composed)")
     order = np.argsort(t, kind="stable")
-    st, ln, t = st[order], ln[order], t[order]
+    st, ln, t, v6 = st[order], ln[order], t[order], v6[order]
     idx = np.repeat(st - np.r_[0, np.cumsum(ln)[:-1]], ln) + np.arange(ln.sum())
-    at = st + HDR + ETH + 12
-    addr = raw[np.r_[at, at + 4][:, None] + np.arange(4)].astype(np.int64) @ [1 << 24, 1 << 16,
-                                                                               1 << 8, 1]
-    table, inv = np.unique(addr, return_inverse=True)
-    if table.size > ADDRS:
-        raise SwellError(path, f"{table.size} IPv4 addresses, at most {ADDRS} per source")
+    # every address as 17 bytes (family, then 16 address bytes, IPv4 left-aligned)
+    both = np.r_[st, st]
+    fam = np.r_[v6, v6]
+    off = np.where(fam, ADDR_AT[6][0], ADDR_AT[4][0]) + np.r_[np.zeros(st.size, np.int64),
+                                                               np.where(v6, 16, 4)]
+    addr = np.zeros((both.size, 17), dtype=np.uint8)
+    addr[:, 0] = np.where(fam, 6, 4)
+    cols = raw[np.minimum((both + HDR + ETH + off)[:, None] + np.arange(16), len(raw) - 1)]
+    addr[:, 1:] = np.where(fam[:, None] | (np.arange(16) < 4), cols, 0)
+    table, inv = np.unique(addr, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    if len(table) > ADDRS:
+        raise SwellError(path, f"{len(table)} addresses, at most {ADDRS} per source")
     return Source(path.name, raw[idx], np.r_[0, np.cumsum(ln)[:-1]], ln, t - t[0],
-                  int((~keep).sum()), inv[: st.size], inv[st.size:])
+                  int((~keep).sum()), inv[: st.size], inv[st.size:], v6)
 
 
 def _put_u32(buf: np.ndarray, at: np.ndarray, val: np.ndarray) -> None:
@@ -151,6 +167,7 @@ def build(out: Path, sources: list[Path], copies: int, span_s: float, seed: int 
     g_len = np.concatenate([s.lens for s in srcs])
     g_src = np.concatenate([s.src_idx for s in srcs])
     g_dst = np.concatenate([s.dst_idx for s in srcs])
+    g_v6 = np.concatenate([s.v6 for s in srcs])
     first = np.cumsum([0] + [s.t_us.size for s in srcs])[:-1]
     tt, cid, rec = [], [], []  # every (source, copy): its packets' times, copy id, record
     for si, s in enumerate(srcs):
@@ -165,20 +182,21 @@ def build(out: Path, sources: list[Path], copies: int, span_s: float, seed: int 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     try:
-        _write(tmp, t, c, r, data, g_start, g_len, g_src, g_dst)
+        _write(tmp, t, c, r, data, g_start, g_len, g_src, g_dst, g_v6)
         tmp.rename(out)
     finally:
         tmp.unlink(missing_ok=True)
     return {"path": str(out), "span_s": span_s, "copies": copies, "seed": seed,
             "packets": int(t.size),
             "sources": [{"name": s.name, "packets": int(s.t_us.size),
-                         "duration_s": s.duration_us / 1e6, "dropped_non_ipv4": s.dropped}
+                         "duration_s": s.duration_us / 1e6, "dropped": s.dropped,
+                         "ipv6_packets": int(s.v6.sum())}
                         for s in srcs]}
 
 
 def _write(tmp: Path, t: np.ndarray, c: np.ndarray, r: np.ndarray, data: np.ndarray,
-           g_start: np.ndarray, g_len: np.ndarray, g_src: np.ndarray, g_dst: np.ndarray
-           ) -> None:
+           g_start: np.ndarray, g_len: np.ndarray, g_src: np.ndarray, g_dst: np.ndarray,
+           g_v6: np.ndarray) -> None:
     """The records in time order: new times, copy addresses, as one pcap."""
     base_us = 1_600_000_000 * 1_000_000
     with open(tmp, "wb") as f:
@@ -191,8 +209,17 @@ def _write(tmp: Path, t: np.ndarray, c: np.ndarray, r: np.ndarray, data: np.ndar
             buf = data[np.repeat(g_start[ri] - ostart, ln) + np.arange(ln.sum())]
             _put_u32(buf, ostart, tb // 1_000_000)
             _put_u32(buf, ostart + 4, tb % 1_000_000)
-            for off, idx in ((HDR + ETH + 12, g_src[ri]), (HDR + ETH + 16, g_dst[ri])):
-                new = NET + (kk << 12) + idx
-                for j in range(4):  # network byte order
-                    buf[ostart + off + j] = (new >> (24 - 8 * j)) & 0xFF
+            six = g_v6[ri]
+            for side, idx in ((0, g_src[ri]), (1, g_dst[ri])):
+                low = (kk << 12) + idx
+                for fam, m in ((4, ~six), (6, six)):
+                    if not m.any():
+                        continue
+                    at, size = ADDR_AT[fam]
+                    where = ostart[m] + HDR + ETH + at + side * size
+                    new = (NET if fam == 4 else 0) + low[m]
+                    for j in range(size - 4):  # the IPv6 prefix
+                        buf[where + j] = NET6[j]
+                    for j in range(4):  # the last 32 bits, network byte order
+                        buf[where + size - 4 + j] = (new >> (24 - 8 * j)) & 0xFF
             f.write(buf.tobytes())

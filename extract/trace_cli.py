@@ -113,7 +113,9 @@ def cmd_compose(args: argparse.Namespace) -> int:
                  args.seed)
     for src in info["sources"]:
         print(f"{src['name']:<28} {src['packets']:>9,} packets  {src['duration_s']:8.1f} s  "
-              f"x {info['copies']}" + (f"  ({src['dropped_non_ipv4']:,} non-IPv4 dropped)"
-                                       if src["dropped_non_ipv4"] else ""))
+              f"x {info['copies']}" + (f"  ({src['ipv6_packets']:,} IPv6)"
+                                       if src["ipv6_packets"] else "")
+              + (f"  ({src['dropped']:,} not TCP/UDP over IP dropped)" if src["dropped"]
+                 else ""))
     print(f"wrote {info['path']}: {info['packets']:,} packets over {info['span_s']:g} s")
     return 0
