@@ -12,9 +12,12 @@ work, but a direction file is exact by construction).
 Helpers, all small and pure except the loaders:
 
 * :func:`load_bottleneck` reads both files as ``{"c2s": Packets, "s2c": Packets}``;
-* :func:`without_hosts` drops packets to or from given IPv4 addresses (the
+* :func:`without_hosts` drops packets to or from given addresses (the
   foreground hosts, so only the background is measured), :func:`only_hosts`
-  keeps just those (one background among several);
+  keeps just those (one background among several); addresses are IPv4 or
+  IPv6 text, matched on all 128 bits of the reader's address columns (IPv4
+  mapped as ``::ffff:a.b.c.d``), so an IPv6 dumbbell's captures split the
+  same way;
 * :func:`merge_directions` concatenates both directions in time order with
   the matching direction masks, the form :func:`swell.analysis.fidelity.fidelity`
   takes;
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swell.analysis.timeseries import V4_PREFIX_LO, Packets, bin_counts, load_packets
+from swell.analysis.timeseries import Packets, address_words, bin_counts, load_packets
 from swell.errors import SwellError
 
 DIRECTION_FILES = {"c2s": "bottleneck-forward.pcap", "s2c": "bottleneck-reverse.pcap"}
@@ -46,14 +49,42 @@ def load_bottleneck(capture_dir: str | Path) -> dict[str, Packets]:
     return out
 
 
-def _v4_keys(ips: list[str]) -> np.ndarray:
-    return np.array([int(ipaddress.IPv4Address(ip)) | V4_PREFIX_LO for ip in ips], np.uint64)
+def _keys(ips: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The reader's (hi, lo) words of each address (IPv4 mapped); SwellError on bad text."""
+    addrs = []
+    for ip in ips:
+        try:
+            addrs.append(ipaddress.ip_address(ip))
+        except ValueError:
+            raise SwellError("hosts", f"not an IP address: {ip!r}") from None
+    return address_words(addrs)
+
+
+def _rows(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """128-bit addresses as one 16-byte value per row (exact equality and ``isin``)."""
+    both = np.empty((np.size(lo), 2), np.uint64)
+    both[:, 0], both[:, 1] = hi, lo
+    return both.view(np.dtype((np.void, 16))).ravel()
+
+
+def _is_one_of(hi: np.ndarray, lo: np.ndarray, keys: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Mask of the rows whose 128-bit address (hi, lo) is one of ``keys``.
+
+    Both words are compared: IPv6 hosts on two sides of a dumbbell share their
+    low word (``...::2`` in two /64s).
+    """
+    k_hi, k_lo = keys
+    cand = np.isin(lo, k_lo)  # cheap pre-filter on the low word
+    idx = np.flatnonzero(cand)
+    if idx.size:
+        cand[idx] = np.isin(_rows(hi[idx], lo[idx]), _rows(k_hi, k_lo))
+    return cand
 
 
 def touches_hosts(p: Packets, ips: list[str]) -> np.ndarray:
-    """Mask of the packets whose source or destination is one of the IPv4 addresses ``ips``."""
-    keys = _v4_keys(ips)
-    return np.isin(p.saddr_lo, keys) | np.isin(p.daddr_lo, keys)
+    """Mask of the packets whose source or destination is one of the addresses ``ips``."""
+    keys = _keys(ips)
+    return _is_one_of(p.saddr_hi, p.saddr_lo, keys) | _is_one_of(p.daddr_hi, p.daddr_lo, keys)
 
 
 def without_hosts(p: Packets, ips: list[str]) -> Packets:

@@ -24,6 +24,12 @@ neither:
 
 Bins are aligned to ``start_ns`` (default: first packet) and cover
 ``[start_ns, end_ns)``; the last partial bin is kept only when asked.
+
+Addresses. IPv4 and IPv6 packets are read alike: each address is two
+``uint64`` words (``hi``, ``lo``) of its 128-bit form, IPv4 mapped as
+``::ffff:a.b.c.d`` (:func:`address_words`), so directions, connection keys,
+``src=`` rules and host filters work on both families, and a packet's size
+is its frame length (``wirelen``) or its IP length (IPv6: payload + 40).
 """
 
 from __future__ import annotations
@@ -378,6 +384,16 @@ def capture_series(
     return direction_series(pk, dirs, int(round(bin_s * 1e9)), start_ns, end_ns)
 
 
+def address_words(
+    addrs: Iterable[ipaddress.IPv4Address | ipaddress.IPv6Address],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (hi, lo) ``uint64`` words of addresses as the reader gives them (IPv4 mapped)."""
+    values = [int(a) | V4_PREFIX_LO if a.version == 4 else int(a) for a in addrs]
+    hi = np.array([v >> 64 for v in values], np.uint64)
+    lo = np.array([v & (2**64 - 1) for v in values], np.uint64)
+    return hi, lo
+
+
 def make_packets(
     ts_ns: np.ndarray,
     size: np.ndarray,
@@ -387,22 +403,33 @@ def make_packets(
     dport: np.ndarray | None = None,
     proto: np.ndarray | None = None,
     tcp_flags: np.ndarray | None = None,
+    saddr: list[str] | None = None,
+    daddr: list[str] | None = None,
 ) -> Packets:
-    """Build :class:`Packets` from plain arrays (IPv4 addresses as integers)."""
+    """Build :class:`Packets` from plain arrays.
+
+    Addresses are IPv4 integers (``saddr_v4``/``daddr_v4``) or, for either
+    family, text (``saddr``/``daddr``, one per packet; they take precedence).
+    """
     n = np.asarray(ts_ns).size
 
     def col(a: np.ndarray | None, dt: type) -> np.ndarray:
         return np.zeros(n, dt) if a is None else np.asarray(a).astype(dt)
 
-    s4 = col(saddr_v4, np.uint64)
-    d4 = col(daddr_v4, np.uint64)
+    def words(text: list[str] | None, v4: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        if text is not None:
+            return address_words(ipaddress.ip_address(t) for t in text)
+        return np.zeros(n, np.uint64), col(v4, np.uint64) | np.uint64(V4_PREFIX_LO)
+
+    s_hi, s_lo = words(saddr, saddr_v4)
+    d_hi, d_lo = words(daddr, daddr_v4)
     return Packets(
         ts_ns=np.asarray(ts_ns, np.int64),
         size=np.asarray(size, np.int64),
-        saddr_hi=np.zeros(n, np.uint64),
-        saddr_lo=s4 | np.uint64(V4_PREFIX_LO),
-        daddr_hi=np.zeros(n, np.uint64),
-        daddr_lo=d4 | np.uint64(V4_PREFIX_LO),
+        saddr_hi=s_hi,
+        saddr_lo=s_lo,
+        daddr_hi=d_hi,
+        daddr_lo=d_lo,
         sport=col(sport, np.uint16),
         dport=col(dport, np.uint16),
         proto=col(proto, np.uint8),

@@ -9,6 +9,13 @@ where a process bound to it must run, plus the link facts a kind may need to
 size its probes or check its rate (access link, bottleneck). That is all a
 kind knows of the network.
 
+Addresses are IPv4 or IPv6 (a run's hosts are all of one family, the
+topology's ``network``). :attr:`Endpoint.ip` is the address as text (IPv6
+compressed, no brackets), what ``bind``/``-B``/``ping -I`` take;
+:attr:`Endpoint.family` is 4 or 6 and :attr:`Endpoint.url_host` the form a
+URL or a ``host:port`` needs (``[fd00::2]``); :attr:`Placement.family` is the
+family of the run.
+
 A :class:`Place` turns a command line into one that runs in that place:
 
 * :class:`Local`: this process's namespace;
@@ -24,6 +31,7 @@ This module is a leaf: it imports nothing from swell's stage packages.
 
 from __future__ import annotations
 
+import ipaddress
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -109,6 +117,16 @@ class Endpoint:
     link: AccessLink | None = None
     attachment: Attachment | None = None
 
+    @property
+    def family(self) -> int:
+        """4 or 6: the IP version of :attr:`ip`."""
+        return ipaddress.ip_address(self.ip).version
+
+    @property
+    def url_host(self) -> str:
+        """The address as a URL host: bracketed for IPv6 (``[fd00::2]``), else as is."""
+        return f"[{self.ip}]" if self.family == 6 else self.ip
+
 
 @dataclass(frozen=True)
 class PathFacts:
@@ -131,6 +149,14 @@ class Placement:
     fg_clients: tuple[Endpoint, ...] = ()
     fg_servers: tuple[Endpoint, ...] = ()
     path: PathFacts = field(default_factory=PathFacts)
+
+    @property
+    def family(self) -> int:
+        """4 or 6: the IP version of the run's hosts (4 when there are none)."""
+        for group in (self.bg_clients, self.bg_servers, self.fg_clients, self.fg_servers):
+            if group:
+                return group[0].family
+        return 4
 
     def rtt_ms(self, a: Endpoint, b: Endpoint) -> float:
         """Configured propagation round trip between hosts on opposite sides."""

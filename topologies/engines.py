@@ -40,7 +40,7 @@ from swell.topologies.spec import LinkDir, TopologySpec
 ENGINES = ("netem", "native")
 DIRECTIONS = {"forward": ("left", "right"), "reverse": ("right", "left")}
 
-HostLinks = dict[Side, list[tuple[ipaddress.IPv4Address, LinkDir]]]
+HostLinks = dict[Side, list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, LinkDir]]]
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,8 @@ def native_config(
             netns=layout.netns_path(CORE),
             ifname=layout.core_port[side],
             peer_mac=layout.macs[layout.edge_uplink[side]],
-            gateway_ips=(str(plan.transit[side].core_ip),),
+            # the engine answers ARP for these; IPv6 neighbours are static (no NDP)
+            gateway_ips=(str(plan.transit[side].core_ip),) if plan.version == 4 else (),
         )
         for side in SIDES
     )

@@ -21,8 +21,18 @@ bottleneck is one queue. The core router either forwards in the kernel
 (``kernel_forwarding=True``, the tc engine shapes its egress) or has no IPs
 and forwarding off, so the native engine (AF_PACKET on its two ports) is the
 only path across. Neighbour entries are static (no ARP storms with a thousand
-hosts), IPv6 is off (no stray router solicitations in the captures) and
-TSO/GSO/GRO and checksum offloads are off on every interface.
+hosts), an IPv4 plan turns IPv6 off (no stray router solicitations in the
+captures) and TSO/GSO/GRO and checksum offloads are off on every interface.
+
+An IPv6 plan (:attr:`AddressPlan.version` 6) is laid out the same way with
+IPv6 addresses, static neighbour (NDP) entries and routes. So that addresses
+are usable at once and nothing but the experiment's traffic is sent, each
+namespace first turns IPv6 off (removing the link-local addresses Mininet's
+``up`` created), sets ``addr_gen_mode`` none on its interfaces (no link-local
+address, hence no duplicate address detection and no router solicitation),
+DAD, router advertisements and autoconfiguration off, then turns IPv6 back
+on; every address is added with ``nodad``. The core router of the native
+engine (no addresses, no forwarding) keeps IPv6 off altogether.
 """
 
 from __future__ import annotations
@@ -149,13 +159,45 @@ def _read_mac(layout: Layout, suffix: str, ifname: str) -> str:
     return out.split("link/ether", 1)[1].split()[0]
 
 
+def sysctls_for(version: int, forward: bool, interfaces: Sequence[str]) -> list[tuple[str, str]]:
+    """The sysctls of one namespace, in the order they must be written.
+
+    IPv4: IPv6 off. IPv6: off (flushes link-local addresses), then no address
+    generation on ``interfaces``, no DAD, RA or autoconf, then on again.
+    A namespace that does not forward (the native engine's core) keeps IPv6 off.
+    """
+    fwd = "1" if forward else "0"
+    out = [*SYSCTL_COMMON.items(), ("net.ipv4.ip_forward", fwd)]
+    if version != 6 or not forward:
+        return out
+    for scope in ("all", "default"):
+        out += [
+            (f"net.ipv6.conf.{scope}.accept_dad", "0"),
+            (f"net.ipv6.conf.{scope}.accept_ra", "0"),
+            (f"net.ipv6.conf.{scope}.autoconf", "0"),
+            (f"net.ipv6.conf.{scope}.addr_gen_mode", "1"),
+        ]
+    for ifname in interfaces:
+        out += [
+            (f"net.ipv6.conf.{ifname}.addr_gen_mode", "1"),
+            (f"net.ipv6.conf.{ifname}.accept_dad", "0"),
+        ]
+    out += [
+        ("net.ipv6.conf.all.forwarding", fwd),
+        ("net.ipv6.conf.default.disable_ipv6", "0"),
+        ("net.ipv6.conf.all.disable_ipv6", "0"),
+    ]
+    return out
+
+
 def _configure(layout: Layout) -> None:
     intfs = _interfaces(layout)
+    version = layout.plan.version
     for suffix, names in intfs.items():
         pid = layout.pid(suffix)
-        forward = "0" if suffix == CORE and not layout.kernel_forwarding else "1"
-        sysctls = dict(SYSCTL_COMMON, **{"net.ipv4.ip_forward": forward})
-        run(in_ns(pid, ["sysctl", "-q", "-w", *(f"{k}={v}" for k, v in sysctls.items())]))
+        forward = not (suffix == CORE and not layout.kernel_forwarding)
+        sysctls = sysctls_for(version, forward, names)
+        run(in_ns(pid, ["sysctl", "-q", "-w", *(f"{k}={v}" for k, v in sysctls)]))
         for ifname in names:
             run(in_ns(pid, ["ethtool", "-K", ifname, *OFFLOADS]))
             layout.macs[ifname] = _read_mac(layout, suffix, ifname)
@@ -168,19 +210,25 @@ def _configure(layout: Layout) -> None:
         run(["ip", "-n", layout.name(suffix), "-batch", "-"], stdin="\n".join(lines) + "\n")
 
 
+def _nodad(layout: Layout) -> str:
+    """``ip addr add`` suffix: IPv6 addresses skip duplicate address detection."""
+    return " nodad" if layout.plan.version == 6 else ""
+
+
 def _address_hosts(layout: Layout, batches: dict[str, list[str]]) -> None:
+    nodad = _nodad(layout)
     for node_plan in layout.plan.nodes:
         h_if, x_if = layout.host_intf[node_plan.suffix], layout.edge_intf[node_plan.suffix]
         plen = node_plan.subnet.prefixlen
         host_lines = batches[node_plan.suffix]
-        host_lines += [f"addr add {h}/{plen} dev {h_if}" for h in node_plan.hosts]
+        host_lines += [f"addr add {h}/{plen} dev {h_if}{nodad}" for h in node_plan.hosts]
         host_lines += [
             f"neigh replace {node_plan.gateway} lladdr {layout.macs[x_if]} dev {h_if}"
             " nud permanent",
             f"route add default via {node_plan.gateway} dev {h_if}",
         ]
         edge_lines = batches[EDGE[node_plan.side]]
-        edge_lines.append(f"addr add {node_plan.gateway}/{plen} dev {x_if}")
+        edge_lines.append(f"addr add {node_plan.gateway}/{plen} dev {x_if}{nodad}")
         mac = layout.macs[h_if]
         edge_lines += [
             f"neigh replace {h} lladdr {mac} dev {x_if} nud permanent" for h in node_plan.hosts
@@ -189,18 +237,20 @@ def _address_hosts(layout: Layout, batches: dict[str, list[str]]) -> None:
 
 def _address_routers(layout: Layout, batches: dict[str, list[str]]) -> None:
     plan = layout.plan
+    nodad = _nodad(layout)
     for side, other in (("left", "right"), ("right", "left")):
         transit = plan.transit[side]
+        plen = transit.subnet.prefixlen
         e_if, c_if = layout.edge_uplink[side], layout.core_port[side]
         edge_lines = batches[EDGE[side]]
         edge_lines += [
-            f"addr add {transit.edge_ip}/30 dev {e_if}",
+            f"addr add {transit.edge_ip}/{plen} dev {e_if}{nodad}",
             f"neigh replace {transit.core_ip} lladdr {layout.macs[c_if]} dev {e_if} nud permanent",
             f"route add {plan.halves[other]} via {transit.core_ip} dev {e_if}",
         ]
         if layout.kernel_forwarding:
             batches[CORE] += [
-                f"addr add {transit.core_ip}/30 dev {c_if}",
+                f"addr add {transit.core_ip}/{plen} dev {c_if}{nodad}",
                 f"neigh replace {transit.edge_ip} lladdr {layout.macs[e_if]} dev {c_if}"
                 " nud permanent",
                 f"route add {plan.halves[side]} via {transit.edge_ip} dev {c_if}",

@@ -1,7 +1,7 @@
 """Typed configuration of swell's native link-emulation engine and its runner.
 
 The engine (``topologies/native``, binary ``swell-link``) forwards every IPv4
-frame between its ports (AF_PACKET sockets on interfaces inside network
+and IPv6 frame between its ports (AF_PACKET sockets on interfaces inside network
 namespaces) through up to three pipes: the ``up`` pipe of the source host, the
 port pipe ``(in, out)`` (the bottleneck, per direction) and the ``down`` pipe of
 the destination host. A pipe is a serialiser of rate R with no burst allowance,
@@ -82,6 +82,13 @@ def _ipv4(where: str, value: str) -> None:
         ipaddress.IPv4Address(value)
     except ValueError as exc:
         raise SwellError(where, f"not an IPv4 address: {value!r}") from exc
+
+
+def _ip(where: str, value: str) -> None:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError as exc:
+        raise SwellError(where, f"not an IPv4 or IPv6 address: {value!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -220,9 +227,10 @@ class Route:
 
     def __post_init__(self) -> None:
         try:
-            ipaddress.IPv4Network(self.prefix, strict=False)
+            ipaddress.ip_network(self.prefix, strict=False)
         except ValueError as exc:
-            raise SwellError("route.prefix", f"not an IPv4 prefix: {self.prefix!r}") from exc
+            msg = f"not an IPv4 or IPv6 prefix: {self.prefix!r}"
+            raise SwellError("route.prefix", msg) from exc
 
 
 @dataclass(frozen=True)
@@ -234,7 +242,7 @@ class HostLink:
     down: PipeSpec
 
     def __post_init__(self) -> None:
-        _ipv4("host.ip", self.ip)
+        _ip("host.ip", self.ip)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ Placement (done by :mod:`swell.topologies.engines`):
   hash table keyed on the address's last byte (256 buckets) so a thousand
   hosts cost a short bucket walk, not a thousand filters. Traffic of hosts
   without a class (foreground hosts, ARP) goes to htb's direct queue,
-  unshaped.
+  unshaped. An IPv6 plan gives the same tree with ``protocol ipv6`` filters
+  matching ``ip6 src|dst``, hashed on the last byte of the 128-bit address
+  (the header word at offset 20 for the source, 36 for the destination).
 
 The netem leaf holds both the packets in flight (the delay line) and the
 packets waiting for the htb rate, so its packet limit is the configured queue
@@ -166,19 +168,29 @@ def host_classid(index: int) -> str:
     return f"1:{index + 2:x}"
 
 
+# (u32 protocol, match keyword, header offset of the word holding the
+# address's last byte for src / dst, host prefix length) per IP version
+U32_FAMILY = {
+    4: ("ip", "ip", {"src": "12", "dst": "16"}, 32),
+    6: ("ipv6", "ip6", {"src": "20", "dst": "36"}, 128),
+}
+
+
 def access_cmds(
     dev: str,
-    hosts: Sequence[tuple[ipaddress.IPv4Address, LinkDir]],
+    hosts: Sequence[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, LinkDir]],
     match: Match,
-    subnet: ipaddress.IPv4Network,
+    subnet: ipaddress.IPv4Network | ipaddress.IPv6Network,
     mtu: int = 1500,
 ) -> list[list[str]]:
     """Per-host classes on ``dev``'s egress, selected by ``match`` address (src or dst).
 
     ``subnet`` holds every host address (the namespace's subnet); it scopes
-    the hash table link so other traffic is left alone.
+    the hash table link so other traffic is left alone. Its IP version picks
+    the u32 match (``ip`` or ``ip6``).
     """
-    offset = "12" if match == "src" else "16"
+    proto, keyword, offsets, host_plen = U32_FAMILY[subnet.version]
+    offset = offsets[match]
     cmds = [
         ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "0"],
         [
@@ -193,7 +205,7 @@ def access_cmds(
             "handle",
             "100:",
             "protocol",
-            "ip",
+            proto,
             "u32",
             "divisor",
             "256",
@@ -208,12 +220,12 @@ def access_cmds(
             "prio",
             "1",
             "protocol",
-            "ip",
+            proto,
             "u32",
             "ht",
             "800::",
             "match",
-            "ip",
+            keyword,
             match,
             str(subnet),
             "hashkey",
@@ -267,14 +279,14 @@ def access_cmds(
                 "prio",
                 "1",
                 "protocol",
-                "ip",
+                proto,
                 "u32",
                 "ht",
                 f"100:{bucket}:",
                 "match",
-                "ip",
+                keyword,
                 match,
-                f"{addr}/32",
+                f"{addr}/{host_plen}",
                 "flowid",
                 classid,
             ],

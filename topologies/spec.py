@@ -7,7 +7,7 @@ and never silently ignored, and every number is range-checked.
 
 Shape of a spec (YAML)::
 
-    network: 10.77.0.0/16          # private range holding every address
+    network: 10.77.0.0/16          # private range holding every address (or fd00:5e11::/48)
     bottleneck:                    # client side -> server side ("forward")
       rate_mbps: 20
       delay_ms: 10                 # one-way
@@ -81,6 +81,8 @@ __all__ = [
 PRIVATE_RANGES = tuple(
     ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 )
+PRIVATE_RANGES_V6 = (ipaddress.IPv6Network("fc00::/7"),)  # unique local addresses
+MAX_V6_PREFIXLEN = 60  # each half holds at least eight /64s (namespaces, transit)
 MAX_HOSTS_PER_GROUP = 4096
 MAX_NAMESPACES_PER_GROUP = 64
 
@@ -209,7 +211,9 @@ class CaptureSpec(StrictModel):
 class TopologySpec(StrictModel):
     """A dumbbell: background and foreground hosts on both sides of a bottleneck."""
 
-    network: ipaddress.IPv4Network = ipaddress.IPv4Network("10.77.0.0/16")
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network = ipaddress.IPv4Network(
+        "10.77.0.0/16"
+    )
     bottleneck: Bottleneck
     clients: HostGroup = HostGroup(count=0)
     servers: HostGroup = HostGroup(count=0)
@@ -221,8 +225,11 @@ class TopologySpec(StrictModel):
     @field_validator("network", mode="before")
     @classmethod
     def _strict_network(cls, value: Any) -> Any:
+        text = str(value)
+        if ":" in text:
+            return _ipv6_network(text)
         try:
-            net = ipaddress.IPv4Network(str(value), strict=True)
+            net = ipaddress.IPv4Network(text, strict=True)
         except ValueError as exc:
             raise ValueError(f"not an IPv4 network: {exc}") from None
         if not any(net.subnet_of(r) for r in PRIVATE_RANGES):
@@ -230,6 +237,19 @@ class TopologySpec(StrictModel):
         if net.prefixlen > 24:
             raise ValueError(f"{net} is too small: give at least a /24")
         return net
+
+
+def _ipv6_network(text: str) -> ipaddress.IPv6Network:
+    """An IPv6 ``network:``: a unique local prefix (fc00::/7) of at least a /60."""
+    try:
+        net = ipaddress.IPv6Network(text, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"not an IPv6 network: {exc}") from None
+    if not any(net.subnet_of(r) for r in PRIVATE_RANGES_V6):
+        raise ValueError(f"{net} is not inside the unique local range fc00::/7")
+    if net.prefixlen > MAX_V6_PREFIXLEN:
+        raise ValueError(f"{net} is too small: give at least a /{MAX_V6_PREFIXLEN}")
+    return net
 
 
 _UNION_MISMATCH = {"list_type", "dict_type", "model_type", "model_attributes_type"}

@@ -24,6 +24,7 @@ teardown is ignored so teardown finishes.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import secrets
@@ -219,9 +220,13 @@ class Topology:
         return None if self.engine is None else self.engine.name
 
     def host(self, ip: str) -> EmulatedHost:
-        """The emulated host with address ``ip``."""
+        """The emulated host with address ``ip`` (any spelling of an IPv6 address)."""
+        try:
+            want = str(ipaddress.ip_address(ip))
+        except ValueError:
+            raise SwellError(self.prefix, f"not an IP address: {ip!r}") from None
         for h in self.hosts:
-            if h.ip == ip:
+            if h.ip == want:
                 return h
         raise SwellError(self.prefix, f"no emulated host {ip}")
 

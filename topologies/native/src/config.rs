@@ -105,17 +105,40 @@ pub fn parse_ipv4(s: &str) -> Result<u32, String> {
     s.parse::<std::net::Ipv4Addr>().map(u32::from).map_err(|_| format!("bad IPv4 address {s:?}"))
 }
 
-/// "a.b.c.d/n" (or a bare address = /32) -> (network, prefix length).
-pub fn parse_prefix(s: &str) -> Result<(u32, u8), String> {
+/// An IPv4 address mapped into IPv6 (`::ffff:a.b.c.d`): one key space for both families.
+pub fn v4_mapped(a: u32) -> u128 {
+    0xffff_u128 << 32 | u128::from(a)
+}
+
+/// An IPv4 or IPv6 address as a 128-bit key (IPv4 mapped, see `v4_mapped`).
+pub fn parse_ip(s: &str) -> Result<u128, String> {
+    if s.contains(':') {
+        return s.parse::<std::net::Ipv6Addr>().map(u128::from)
+            .map_err(|_| format!("bad IPv6 address {s:?}"));
+    }
+    parse_ipv4(s).map(v4_mapped)
+}
+
+/// "a.b.c.d/n" or "x::/n" (a bare address = a host prefix) -> (network, prefix
+/// length) in the 128-bit key space: an IPv4 prefix /n becomes /(96+n).
+pub fn parse_prefix(s: &str) -> Result<(u128, u8), String> {
     let (addr, len) = match s.split_once('/') {
-        Some((a, l)) => (a, l.parse::<u8>().map_err(|_| format!("bad prefix {s:?}"))?),
-        None => (s, 32),
+        Some((a, l)) => (a, Some(l.parse::<u8>().map_err(|_| format!("bad prefix {s:?}"))?)),
+        None => (s, None),
     };
-    if len > 32 {
+    let v6 = addr.contains(':');
+    let max = if v6 { 128 } else { 32 };
+    let len = len.unwrap_or(max);
+    if len > max {
         return Err(format!("bad prefix {s:?}"));
     }
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-    Ok((parse_ipv4(addr)? & mask, len))
+    let len = if v6 { len } else { len + 96 };
+    Ok((parse_ip(addr)? & prefix_mask(len), len))
+}
+
+/// The 128-bit mask of a prefix length.
+pub fn prefix_mask(len: u8) -> u128 {
+    if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) }
 }
 
 pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
@@ -163,10 +186,18 @@ mod tests {
 
     #[test]
     fn prefixes_and_macs() {
-        assert_eq!(parse_prefix("10.1.2.3/16").unwrap(), (0x0a01_0000, 16));
-        assert_eq!(parse_prefix("10.1.2.3").unwrap(), (0x0a01_0203, 32));
-        assert_eq!(parse_prefix("0.0.0.0/0").unwrap(), (0, 0));
+        assert_eq!(parse_prefix("10.1.2.3/16").unwrap(), (v4_mapped(0x0a01_0000), 112));
+        assert_eq!(parse_prefix("10.1.2.3").unwrap(), (v4_mapped(0x0a01_0203), 128));
+        assert_eq!(parse_prefix("0.0.0.0/0").unwrap(), (v4_mapped(0), 96));
         assert!(parse_prefix("10.1.2.3/33").is_err());
+        let net = 0xfd00_5e11_u128 << 96;
+        assert_eq!(parse_prefix("fd00:5e11::/49").unwrap(), (net, 49));
+        assert_eq!(parse_prefix("fd00:5e11::7/64").unwrap(), (net, 64));
+        assert_eq!(parse_prefix("fd00:5e11::7").unwrap(), (net | 7, 128));
+        assert_eq!(parse_prefix("::/0").unwrap(), (0, 0));
+        assert!(parse_prefix("fd00::/129").is_err());
+        assert!(parse_prefix("fd00::zz/64").is_err());
+        assert_eq!(parse_ip("10.0.0.1").unwrap(), 0xffff_0a00_0001);
         assert_eq!(parse_mac("02:00:0a:ff:00:01").unwrap(), [2, 0, 10, 255, 0, 1]);
         assert!(parse_mac("02:00").is_err());
     }

@@ -1,7 +1,8 @@
 //! The forwarding engine: ports, pipes, routes, the timer heap and the loop.
 //!
-//! An IPv4 frame arriving on port `in` is routed (longest prefix match on the
-//! destination) to port `out` and walks up to three pipes: the `up` pipe of its
+//! An IPv4 or IPv6 frame arriving on port `in` is routed (longest prefix match
+//! on the destination; both families share one 128-bit key space, IPv4
+//! addresses mapped as `::ffff:a.b.c.d`) to port `out` and walks up to three pipes: the `up` pipe of its
 //! source host, the port pipe `(in, out)`, the `down` pipe of its destination
 //! host (each only if configured). A min-heap holds one entry per non-empty
 //! pipe (its head's departure time). The loop: read a batch from every port
@@ -32,7 +33,7 @@ use std::sync::mpsc::Sender;
 
 use serde_json::{json, Map, Value};
 
-use crate::config::{parse_ipv4, parse_prefix, Config};
+use crate::config::{parse_ip, parse_prefix, prefix_mask, v4_mapped, Config};
 use crate::pcap::Capture;
 use crate::pipe::Pipe;
 use crate::port::{Port, BATCH};
@@ -56,6 +57,8 @@ fn real_ns() -> i128 {
 /// A frame in flight: its bytes, where it leaves, and the pipes it still crosses.
 pub struct Pkt {
     buf: Vec<u8>,
+    /// IP packet length (what a pipe's serialiser and byte queue count)
+    len: u32,
     out: u16,
     path: [u32; 3],
     n: u8,
@@ -64,13 +67,61 @@ pub struct Pkt {
 
 const NO_PIPE: u32 = u32::MAX;
 
+/// Longest prefix match of `dst` in `routes` (sorted longest prefix first).
+fn route_lookup(routes: &[(u128, u8, u16)], dst: u128) -> Option<u16> {
+    routes.iter().find(|&&(net, len, _)| dst & prefix_mask(len) == net).map(|r| r.2)
+}
+
+/// What the engine reads of an IP header: addresses as 128-bit keys (IPv4
+/// mapped) and the IP packet's length.
+#[derive(Debug, PartialEq, Eq)]
+pub struct IpFields {
+    pub src: u128,
+    pub dst: u128,
+    pub len: u32,
+    pub v6: bool,
+}
+
+/// The IP fields of an Ethernet frame carrying IPv4 (0x0800) or IPv6 (0x86dd),
+/// or None (another ethertype, or too short for the header). The length is
+/// IPv4's total length, or IPv6's payload length plus its 40-byte header
+/// (extension headers are part of the payload), as Mahimahi counts a packet.
+pub fn ip_fields(frame: &[u8]) -> Option<IpFields> {
+    let word = |i: usize| u32::from_be_bytes([frame[i], frame[i + 1], frame[i + 2], frame[i + 3]]);
+    if frame.len() < 14 {
+        return None;
+    }
+    match [frame[12], frame[13]] {
+        [0x08, 0x00] if frame.len() >= 34 => Some(IpFields {
+            src: v4_mapped(word(26)),
+            dst: v4_mapped(word(30)),
+            len: u32::from(u16::from_be_bytes([frame[16], frame[17]]).max(20)),
+            v6: false,
+        }),
+        [0x86, 0xdd] if frame.len() >= 54 => {
+            let addr = |i: usize| {
+                let mut b = [0u8; 16];
+                b.copy_from_slice(&frame[i..i + 16]);
+                u128::from_be_bytes(b)
+            };
+            Some(IpFields {
+                src: addr(22),
+                dst: addr(38),
+                len: u32::from(u16::from_be_bytes([frame[18], frame[19]])) + 40,
+                v6: true,
+            })
+        }
+        _ => None,
+    }
+}
+
 pub struct Engine {
     pub ports: Vec<Port>,
     pipes: Vec<Pipe<Pkt>>,
-    /// (network, prefix length, port), longest prefix first
-    routes: Vec<(u32, u8, u16)>,
-    /// host IPv4 -> (up pipe, down pipe)
-    hosts: HashMap<u32, (u32, u32)>,
+    /// (network, prefix length, port) in the 128-bit key space, longest prefix first
+    routes: Vec<(u128, u8, u16)>,
+    /// host address (128-bit key) -> (up pipe, down pipe)
+    hosts: HashMap<u128, (u32, u32)>,
     /// port_pipe[in * nports + out]
     port_pipe: Vec<u32>,
     /// capture index per pipe (port pipes only)
@@ -106,7 +157,7 @@ impl Engine {
         let mut pipes = Vec::new();
         let mut hosts = HashMap::with_capacity(cfg.hosts.len());
         for h in &cfg.hosts {
-            let ip = parse_ipv4(&h.ip)?;
+            let ip = parse_ip(&h.ip)?;
             let up = pipes.len() as u32;
             pipes.push(Pipe::new(format!("up:{}", h.ip), &h.up, cfg.seed));
             pipes.push(Pipe::new(format!("down:{}", h.ip), &h.down, cfg.seed));
@@ -143,14 +194,8 @@ impl Engine {
         })
     }
 
-    fn route(&self, dst: u32) -> Option<u16> {
-        for &(net, len, port) in &self.routes {
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-            if dst & mask == net {
-                return Some(port);
-            }
-        }
-        None
+    fn route(&self, dst: u128) -> Option<u16> {
+        route_lookup(&self.routes, dst)
     }
 
     /// Handles one received frame at time `now`.
@@ -173,14 +218,16 @@ impl Engine {
             self.pool.push(frame);
             return;
         }
-        if ethertype != [8, 0] || frame.len() < 34 {
+        let Some(IpFields { src, dst, len, v6 }) = ip_fields(&frame) else {
             port.counters.rx_other += 1;
             self.pool.push(frame);
             return;
+        };
+        if v6 {
+            port.counters.rx_ipv6 += 1;
+        } else {
+            port.counters.rx_ipv4 += 1;
         }
-        port.counters.rx_ipv4 += 1;
-        let src = u32::from_be_bytes([frame[26], frame[27], frame[28], frame[29]]);
-        let dst = u32::from_be_bytes([frame[30], frame[31], frame[32], frame[33]]);
         let Some(out) = self.route(dst) else {
             self.ports[pi].counters.no_route += 1;
             self.pool.push(frame);
@@ -200,7 +247,7 @@ impl Engine {
                 n += 1;
             }
         }
-        self.advance(Pkt { buf: frame, out, path, n: n as u8, next: 0 }, now);
+        self.advance(Pkt { buf: frame, len, out, path, n: n as u8, next: 0 }, now);
     }
 
     /// Moves a packet into its next pipe at time `t`, or to its port's transmit queue.
@@ -211,10 +258,12 @@ impl Engine {
             if let Some(mac) = port.peer_mac() {
                 pkt.buf[0..6].copy_from_slice(&mac);
             } else {
-                // unknown host side: ask (at most every 50 ms) and broadcast meanwhile
+                // unknown host side: ask (IPv4: ARP, at most every 50 ms) and
+                // broadcast meanwhile; IPv6 layouts always configure the peer
                 port.counters.tx_unknown_peer += 1;
                 let now = mono_ns();
-                if now.saturating_sub(port.last_arp_request) > 50_000_000 {
+                let v4 = pkt.buf[12..14] == [8, 0];
+                if v4 && now.saturating_sub(port.last_arp_request) > 50_000_000 {
                     port.last_arp_request = now;
                     port.counters.arp_requests += 1;
                     let dst = u32::from_be_bytes([pkt.buf[30], pkt.buf[31], pkt.buf[32], pkt.buf[33]]);
@@ -228,8 +277,8 @@ impl Engine {
         }
         let pi = pkt.path[pkt.next as usize];
         pkt.next += 1;
-        // serialisation counts the IP packet (total length), as Mahimahi does
-        let len = u16::from_be_bytes([pkt.buf[16], pkt.buf[17]]).max(20) as u32;
+        // serialisation counts the IP packet (see `ip_fields`), as Mahimahi does
+        let len = pkt.len;
         match self.pipes[pi as usize].enter(t, len, pkt) {
             Ok((depart, was_empty)) => {
                 if was_empty {
@@ -418,7 +467,8 @@ impl Engine {
             p.poll_kernel_drops();
             let c = &p.counters;
             ports.insert(p.name.clone(), json!({
-                "rx_frames": c.rx_frames, "rx_ipv4": c.rx_ipv4, "rx_arp": c.rx_arp,
+                "rx_frames": c.rx_frames, "rx_ipv4": c.rx_ipv4, "rx_ipv6": c.rx_ipv6,
+                "rx_arp": c.rx_arp,
                 "rx_other": c.rx_other, "rx_truncated": c.rx_truncated,
                 "rx_csum_fixed": c.rx_csum_fixed, "arp_requests": c.arp_requests,
                 "tx_unknown_peer": c.tx_unknown_peer,
@@ -557,6 +607,53 @@ mod tests {
         let port = |n: &str| json!({"name": n, "netns": "/x", "ifname": n});
         serde_json::from_value(json!({"name": "t", "ports": [port("a"), port("b")],
                                       "routes": [], "port_pipes": pipes})).unwrap()
+    }
+
+    fn frame(ethertype: [u8; 2], ip: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&ethertype);
+        f.extend_from_slice(ip);
+        f
+    }
+
+    #[test]
+    fn reads_ipv4_and_ipv6_headers() {
+        let mut v4 = vec![0x45, 0, 0x05, 0xdc, 0, 0, 0, 0, 64, 6, 0, 0];
+        v4.extend_from_slice(&[10, 1, 0, 2, 10, 1, 128, 3]);
+        let f = ip_fields(&frame([8, 0], &v4)).unwrap();
+        assert_eq!(f, IpFields { src: v4_mapped(0x0a01_0002), dst: v4_mapped(0x0a01_8003),
+                                 len: 1500, v6: false });
+        // IPv6: version/class/flow, payload length 1460, next header TCP, hop limit
+        let mut v6 = vec![0x60, 0, 0, 0, 0x05, 0xb4, 6, 64];
+        let src: u128 = "fd00:5e11::2".parse::<std::net::Ipv6Addr>().unwrap().into();
+        let dst: u128 = "fd00:5e11:0:8000::3".parse::<std::net::Ipv6Addr>().unwrap().into();
+        v6.extend_from_slice(&src.to_be_bytes());
+        v6.extend_from_slice(&dst.to_be_bytes());
+        let f = ip_fields(&frame([0x86, 0xdd], &v6)).unwrap();
+        assert_eq!(f, IpFields { src, dst, len: 1500, v6: true });
+        // a cut header, ARP, and the wrong ethertype for the header are not IP
+        assert!(ip_fields(&frame([0x86, 0xdd], &v6[..39])).is_none());
+        assert!(ip_fields(&frame([8, 6], &v6)).is_none());
+        assert!(ip_fields(&frame([8, 0], &v4[..19])).is_none());
+    }
+
+    #[test]
+    fn routes_of_both_families_share_one_key_space() {
+        let mut routes = Vec::new();
+        for (i, p) in ["fd00:5e11::/49", "fd00:5e11:0:8000::/49", "10.1.0.0/17", "fd00:5e11::7"]
+            .iter().enumerate() {
+            let (net, len) = parse_prefix(p).unwrap();
+            routes.push((net, len, i as u16));
+        }
+        routes.sort_by_key(|r| Reverse(r.1));
+        let lookup = |s: &str| route_lookup(&routes, parse_ip(s).unwrap());
+        assert_eq!(lookup("fd00:5e11::2"), Some(0));
+        assert_eq!(lookup("fd00:5e11::7"), Some(3)); // the longest prefix wins
+        assert_eq!(lookup("fd00:5e11:0:8001::2"), Some(1));
+        assert_eq!(lookup("10.1.0.9"), Some(2));
+        // an IPv4 address never matches an IPv6 prefix nor the other way round
+        assert_eq!(lookup("10.1.128.9"), None);
+        assert_eq!(lookup("::a01:9"), None);
     }
 
     #[test]

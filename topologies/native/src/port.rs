@@ -28,6 +28,7 @@ const PACKET_QDISC_BYPASS: libc::c_int = 20;
 pub struct PortCounters {
     pub rx_frames: u64,
     pub rx_ipv4: u64,
+    pub rx_ipv6: u64,
     pub rx_arp: u64,
     pub rx_other: u64,
     pub rx_truncated: u64,
@@ -202,9 +203,20 @@ fn fold(mut acc: u64) -> u16 {
     !(acc as u16)
 }
 
-/// Completes the TCP/UDP checksum of an Ethernet+IPv4 frame whose sender left
-/// it to (absent) hardware: the frame would be dropped by the receiver otherwise.
+/// Completes the TCP/UDP checksum of an Ethernet+IPv4 or IPv6 frame whose
+/// sender left it to (absent) hardware: the frame would be dropped by the
+/// receiver otherwise. IPv6: only a TCP/UDP header right after the fixed
+/// header (no extension headers), which is what a local stack sends.
 pub fn fix_l4_checksum(frame: &mut [u8]) {
+    if frame.len() >= 54 && frame[12..14] == [0x86, 0xdd] {
+        let len = usize::from(u16::from_be_bytes([frame[18], frame[19]]));
+        let proto = frame[20];
+        if 54 + len <= frame.len() {
+            let pseudo = sum16(0, &frame[22..54]);
+            write_l4_checksum(frame, 54, len, proto, pseudo);
+        }
+        return;
+    }
     if frame.len() < 34 || frame[12..14] != [8, 0] {
         return;
     }
@@ -214,20 +226,24 @@ pub fn fix_l4_checksum(frame: &mut [u8]) {
     if ihl < 20 || total < ihl || 14 + total > frame.len() {
         return;
     }
+    let pseudo = sum16(0, &frame[26..34]);
+    write_l4_checksum(frame, 14 + ihl, total - ihl, proto, pseudo);
+}
+
+/// Writes the TCP/UDP checksum of the `len`-byte segment at `l4`; `pseudo` is
+/// the sum over the pseudo-header's addresses (protocol and length added here).
+fn write_l4_checksum(frame: &mut [u8], l4: usize, len: usize, proto: u8, pseudo: u64) {
     let off = match proto {
         6 => 16,
         17 => 6,
         _ => return,
     };
-    let l4 = 14 + ihl;
-    let len = total - ihl;
     if len < off + 2 {
         return;
     }
     frame[l4 + off] = 0;
     frame[l4 + off + 1] = 0;
-    let mut acc = sum16(0, &frame[26..34]);
-    acc += u64::from(proto) + len as u64;
+    let acc = pseudo + u64::from(proto) + len as u64;
     let mut c = fold(sum16(acc, &frame[l4..l4 + len]));
     if c == 0 && proto == 17 {
         c = 0xffff;
@@ -441,6 +457,27 @@ mod tests {
         let acc = sum16(sum16(0, &f[26..34]) + 17 + 10, &f[34..44]);
         assert_eq!(fold(acc), 0);
         f[23] = 6; // as TCP the field sits at offset 16: too short, left alone
+        let before = f.clone();
+        fix_l4_checksum(&mut f);
+        assert_eq!(f, before);
+    }
+
+    #[test]
+    fn completes_udp_checksum_over_ipv6() {
+        // UDP fd00::1:1000 -> fd00::2:2000, payload "hi", bogus checksum
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f.extend_from_slice(&[0x60, 0, 0, 0, 0, 10, 17, 64]);
+        let (a, b) = (0xfd00_u128 << 112 | 1, 0xfd00_u128 << 112 | 2);
+        f.extend_from_slice(&a.to_be_bytes());
+        f.extend_from_slice(&b.to_be_bytes());
+        f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 0, 10, 0x12, 0x34, b'h', b'i']);
+        fix_l4_checksum(&mut f);
+        assert_ne!(&f[60..62], &[0x12, 0x34]);
+        let acc = sum16(sum16(0, &f[22..54]) + 17 + 10, &f[54..64]);
+        assert_eq!(fold(acc), 0);
+        // a payload length past the frame's end is left alone
+        f[19] = 200;
         let before = f.clone();
         fix_l4_checksum(&mut f);
         assert_eq!(f, before);
