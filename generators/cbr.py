@@ -50,10 +50,12 @@ from swell.generators.base import (
 )
 from swell.generators.kind import (
     ONE_PAIR,
+    KindResult,
     KindSpec,
     PrepareContext,
     RunContext,
     TrafficKind,
+    Window,
     background_pair,
 )
 from swell.generators.models import base_model, model_rate_bps
@@ -126,6 +128,7 @@ class CbrGenerator(Generator):
         self.out = Path(cfg.out_dir)
         self.receiver: Proc | None = None
         self.sender: Proc | None = None
+        self.sender_summary: dict[str, Any] = {}
         self.tools = ("ITGSend", "ITGRecv", "ITGDec") if cfg.engine == "ditg" else ()
 
     def check(self) -> None:
@@ -193,6 +196,7 @@ class CbrGenerator(Generator):
             return []
         new = parse_json_lines(self.sender.drain())
         self.counter_lines.extend(r for r in new if "t" in r)
+        self.sender_summary.update(next((r for r in new if "sent" in r and "t" not in r), {}))
         return new
 
     def stop(self) -> None:
@@ -212,6 +216,11 @@ class CbrGenerator(Generator):
         stats = timing_stats(log, warmup_s)
         stats["target_pps"] = self.cfg.pps
         stats["target_payload_bps"] = self.cfg.pps * self.cfg.size * 8
+        stats["asked_mbps"] = self.cfg.rate_bps / 1e6
+        stats["delivered_mbps"] = delivered_mbps(log, self.cfg.size + HEADER_BYTES[self.cfg.proto],
+                                                 self.cfg.duration_s, warmup_s)
+        if self.sender_summary:
+            stats["sender"] = dict(self.sender_summary)
         series = throughput_series(log)
         return GenResult(self.name, series, stats, {"log": self.log_path})
 
@@ -270,6 +279,19 @@ def timing_stats(log: dict[str, np.ndarray], warmup_s: float = 0.0) -> dict[str,
         # Shape check for Poisson sources: KS distance to an exponential of the same mean.
         "ks_exp_d": float(stats.kstest(idt, "expon", args=(0, idt.mean())).statistic),
     }
+
+
+def delivered_mbps(log: dict[str, np.ndarray], ip_bytes: int, duration_s: float,
+                   warmup_s: float = 0.0) -> float:
+    """Messages received that left in ``[warmup_s, duration_s)`` of the schedule (from the
+    first departure), as Mbit/s at the IP level (``ip_bytes`` a message)."""
+    tx = log["tx_s"]
+    if tx.size == 0:
+        return 0.0
+    start = min(warmup_s, duration_s / 2)
+    rel = tx - tx.min()
+    n = int(((rel >= start) & (rel < duration_s)).sum())
+    return n * ip_bytes * 8 / max(duration_s - start, 1e-9) / 1e6
 
 
 def throughput_series(log: dict[str, np.ndarray], bin_s: float = 0.1) -> dict[str, np.ndarray]:
@@ -365,6 +387,22 @@ class CbrKind(TrafficKind):
                              f"above the bottleneck's {cap:g} Mbit/s: it would only measure "
                              "the queue")
         return []
+
+    def result(self, gen: GenResult | None, window: Window) -> KindResult:
+        """The generator's summary; a sender that fell behind its schedule says so."""
+        res = super().result(gen, window)
+        snd = (gen.summary.get("sender") or {}) if gen is not None else {}
+        behind = int(snd.get("skipped", 0)) + int(snd.get("unsent", 0))
+        if behind:
+            total = behind + int(snd.get("sent", 0))
+            res.metrics["warnings"] = [
+                f"{self.s.display()}: the sender fell behind its schedule: {behind} of "
+                f"{total} messages ({behind / max(total, 1):.0%}) not sent (skipped after "
+                f"stalls over 1 s, or still owed at the end); delivered "
+                f"{gen.summary.get('delivered_mbps', 0.0):.2f} of {self.rate_bps() / 1e6:.2f} "
+                "Mbit/s asked" + ("; TCP's congestion control held it under the asked rate"
+                                  if self.s.proto == "tcp" else "")]
+        return res
 
     def build(self, ctx: RunContext) -> Generator:
         sender, receiver = background_pair(ctx.placement, self.name)

@@ -51,6 +51,7 @@ from pydantic import Field
 
 from swell.errors import SwellError
 from swell.extract.reader import PacketChunk, read_all
+from swell.extract.tiling import Tiling, copies_for, tile, trace_mbps
 from swell.generators.base import (
     Generator,
     GenResult,
@@ -62,17 +63,19 @@ from swell.generators.base import (
 from swell.generators.cbr import read_ditg_log, throughput_series
 from swell.generators.kind import (
     ONE_PAIR,
+    KindResult,
     KindSpec,
     PrepareContext,
     RunContext,
     Tool,
     TrafficKind,
+    Window,
     background_pair,
     input_file,
 )
 from swell.inet import hostport
 from swell.native import native_artifact
-from swell.placement import Endpoint, HostNeeds
+from swell.placement import Endpoint, HostNeeds, PathFacts
 
 DIRECTIONS = ("server", "client", "both")
 SIZE_MODES = ("ip", "payload")
@@ -93,6 +96,7 @@ class PacketSchedule:
     ip_len: np.ndarray  # int64, the trace's IP length
     payload_len: np.ndarray  # int64, the trace's L4 payload length
     first_ts_s: float  # the trace time of t_s == 0
+    conn: np.ndarray | None = None  # int64 connection id per packet (looping: partial copies)
 
     def __len__(self) -> int:
         return int(self.t_s.size)
@@ -127,7 +131,33 @@ class PacketSchedule:
         if t.size == 0:
             raise SwellError("playback", f"no packets between {start_s} s and {end} s")
         return PacketSchedule(t - t[0], self.ip_len[keep], self.payload_len[keep],
-                              self.first_ts_s + float(t[0]))
+                              self.first_ts_s + float(t[0]),
+                              None if self.conn is None else self.conn[keep])
+
+    def trace_mbps(self) -> float:
+        """The trace's own rate when looped (IP bytes over the loop period), Mbit/s."""
+        return trace_mbps(self.t_s, self.ip_len)
+
+    def tiled(self, tiling: Tiling) -> PacketSchedule:
+        """The departures of a :class:`~swell.extract.tiling.Tiling` of this schedule."""
+        i = tiling.index
+        conn = None if self.conn is None else self.conn[i] + tiling.copy * (int(self.conn.max())
+                                                                             + 1)
+        return PacketSchedule(tiling.t_s, self.ip_len[i], self.payload_len[i], self.first_ts_s,
+                              conn)
+
+
+def connections(chunk: PacketChunk) -> tuple[np.ndarray, np.ndarray]:
+    """Per packet: its connection id (both directions alike) and its direction bit
+    (True: from the lower endpoint to the higher one)."""
+    fwd = chunk.forward()  # the (lower endpoint -> higher endpoint) direction bit
+    lo_hi = np.where(fwd[:, None], np.stack([chunk.saddr_hi, chunk.saddr_lo, chunk.sport,
+                                             chunk.daddr_hi, chunk.daddr_lo, chunk.dport], 1),
+                     np.stack([chunk.daddr_hi, chunk.daddr_lo, chunk.dport,
+                               chunk.saddr_hi, chunk.saddr_lo, chunk.sport], 1))
+    key = np.concatenate([lo_hi.astype(np.uint64), chunk.proto[:, None].astype(np.uint64)], 1)
+    _, conn = np.unique(key, axis=0, return_inverse=True)
+    return conn.reshape(-1).astype(np.int64), fwd
 
 
 def server_side(chunk: PacketChunk) -> np.ndarray:
@@ -136,14 +166,7 @@ def server_side(chunk: PacketChunk) -> np.ndarray:
     Only meaningful for TCP/UDP packets (others get False).
     """
     n = len(chunk)
-    fwd = chunk.forward()  # the (lower endpoint -> higher endpoint) direction bit
-    lo_hi = np.where(fwd[:, None], np.stack([chunk.saddr_hi, chunk.saddr_lo, chunk.sport,
-                                             chunk.daddr_hi, chunk.daddr_lo, chunk.dport], 1),
-                     np.stack([chunk.daddr_hi, chunk.daddr_lo, chunk.dport,
-                               chunk.saddr_hi, chunk.saddr_lo, chunk.sport], 1))
-    key = np.concatenate([lo_hi.astype(np.uint64), chunk.proto[:, None].astype(np.uint64)], 1)
-    _, conn = np.unique(key, axis=0, return_inverse=True)
-    conn = conn.reshape(-1)
+    conn, fwd = connections(chunk)
     # server_is_higher[c]: True when the higher endpoint of connection c is the server
     n_conn = int(conn.max()) + 1 if n else 0
     decided = np.zeros(n_conn, dtype=bool)
@@ -181,6 +204,7 @@ def trace_schedule(path: str | Path, direction: str = "server", with_empty: bool
     pk = read_all(path) if chunk is None else chunk
     l4 = np.isin(pk.proto, (6, 17)) & (pk.ipver > 0) & ((pk.frag & 4) == 0)
     srv = server_side(pk)
+    conn, _ = connections(pk)
     keep = l4 & (srv if direction == "server" else ~srv if direction == "client" else True)
     if not with_empty:
         keep &= pk.payload_len > 0
@@ -192,7 +216,8 @@ def trace_schedule(path: str | Path, direction: str = "server", with_empty: bool
     ts = sel.ts_ns[order]
     t = (ts - ts[0]).astype(np.float64) / 1e9
     return PacketSchedule(t, sel.ip_len[order].astype(np.int64),
-                          sel.payload_len[order].astype(np.int64), float(ts[0]) / 1e9)
+                          sel.payload_len[order].astype(np.int64), float(ts[0]) / 1e9,
+                          conn[keep][order])
 
 
 def write_ditg_files(sched: PacketSchedule, sizes: np.ndarray, idt_path: Path,
@@ -233,8 +258,15 @@ class PlaybackConfig:
     port: int = 9700
     signal_port: int = 9010
     realtime: bool = True  # SCHED_FIFO sender (root): needed for 1 ms accuracy, see docs
+    loop: bool = False  # loop the (windowed) trace for run_s seconds
+    target_mbps: float | None = None  # merge time-shifted copies up to this rate (IP level)
+    run_s: float | None = None  # how long a looped / merged playback lasts
+    warmup_s: float = 0.0  # the part of run_s before measurement (the rate is aimed after it)
+    seed: int = 1  # phases of the copies, connections of a partial copy
 
     def __post_init__(self) -> None:
+        if (self.loop or self.target_mbps is not None) and not (self.run_s or 0) > 0:
+            raise SwellError("playback", "looping or a target rate needs the run's duration")
         if self.proto not in ("udp", "tcp"):
             raise SwellError("proto", f"{self.proto!r}: udp or tcp")
         if self.direction not in DIRECTIONS:
@@ -259,13 +291,35 @@ class PlaybackGenerator(Generator):
         self.receivers: list[Proc] = []
         self.senders: list[Proc] = []
 
+    def _tile(self, sched: PacketSchedule) -> tuple[PacketSchedule, dict[str, Any]]:
+        """The looped / merged schedule of one leg and what it plans (``extract.tiling``)."""
+        c = self.cfg
+        rate = sched.trace_mbps()
+        info: dict[str, Any] = {"trace_mbps": rate, "loop": c.loop, "asked_mbps": c.target_mbps
+                                or (rate if c.loop else None)}
+        if not c.loop and c.target_mbps is None:
+            return sched, {**info, "copies": 1.0}
+        til = tile(sched.t_s, sched.ip_len, c.run_s, copies_for(c.target_mbps, rate),
+                   sched.conn, loop=c.loop, seed=c.seed, window_start_s=c.warmup_s)
+        out = sched.tiled(til)
+        run = float(c.run_s or 0.0)
+        inside = out.t_s >= min(c.warmup_s, run / 2)
+        planned = float(out.ip_len[inside].sum()) * 8 / max(run - min(c.warmup_s, run / 2),
+                                                            1e-9) / 1e6
+        return out, {**info, "copies": round(til.users, 4), "whole_copies": til.copies,
+                     "partial_copy_share": round(til.partial, 4), "period_s": til.period_s,
+                     "phases_s": [round(p, 6) for p in til.phases_s],
+                     "planned_mbps": planned}
+
     def _legs_from_config(self) -> list[Leg]:
         c = self.cfg
         dirs = ["server", "client"] if c.direction == "both" else [c.direction]
         chunk = read_all(c.trace)
         legs = []
+        self.plans: dict[str, dict[str, Any]] = {}
         for i, d in enumerate(dirs):
             sched = trace_schedule(c.trace, d, c.with_empty, chunk).window(c.start_s, c.duration_s)
+            sched, self.plans[d] = self._tile(sched)
             if i == 0:
                 legs.append(Leg(sched, c.sender, c.receiver, c.dst, c.src, c.port,
                                 c.signal_port, d))
@@ -346,12 +400,33 @@ class PlaybackGenerator(Generator):
                 raise SwellError(snd.label, failure)
             _, _, log = self.files(leg)
             rx = read_ditg_log(log, log.with_suffix(".txt"))
-            summary["legs"][leg.label] = leg_summary(leg.sched, self.leg_sizes(leg), rx,
-                                                     self.cfg.proto)
+            summary["legs"][leg.label] = {
+                **leg_summary(leg.sched, self.leg_sizes(leg), rx, self.cfg.proto),
+                **getattr(self, "plans", {}).get(leg.label, {}),
+                "delivered_mbps": delivered_mbps(leg.sched, rx, self.cfg.proto,
+                                                 self.cfg.warmup_s)}
             for k, v in throughput_series(rx).items():
                 series[f"{leg.label}_{k}"] = v
             files[f"{leg.label}_log"] = log
         return GenResult(self.name, series, summary, files)
+
+
+def delivered_mbps(sched: PacketSchedule, rx: dict[str, np.ndarray], proto: str,
+                   warmup_s: float = 0.0) -> float | None:
+    """Received rate at the IP level (payload + headers), over the schedule after ``warmup_s``
+    (departure times relative to the first received packet's scheduled time)."""
+    if rx["seq"].size < 2 or len(sched) < 2:
+        return None
+    seq = rx["seq"].astype(np.int64) - 1
+    ok = (seq >= 0) & (seq < len(sched))
+    if not ok.any():
+        return None
+    rel = rx["tx_s"][ok] - (rx["tx_s"][ok] - sched.t_s[seq[ok]]).min()  # on the schedule's clock
+    start = min(warmup_s, sched.duration_s / 2)
+    inside = rel >= start
+    hdr = UDP_IP_HEADER if proto == "udp" else TCP_IP_HEADER + 12
+    bits = float((rx["size"][ok][inside] + hdr).sum()) * 8
+    return bits / max(sched.duration_s - start, 1e-9) / 1e6
 
 
 def leg_summary(sched: PacketSchedule, sizes: np.ndarray, rx: dict[str, np.ndarray],
@@ -431,18 +506,53 @@ class UpbKind(TrafficKind):
     tools = (Tool("ITGSend", "d-itg"), Tool("ITGRecv", "d-itg"), Tool("ITGDec", "d-itg"))
     proto = "udp"
 
-    def prepare(self, ctx: PrepareContext) -> None:
+    @property
+    def s(self) -> PlaybackSpec:
         assert isinstance(self.spec, PlaybackSpec)
-        self.trace = input_file(ctx, self.spec.trace)
+        return self.spec
+
+    def prepare(self, ctx: PrepareContext) -> None:
+        self.trace = input_file(ctx, self.s.trace)
+        self.trace_rate = trace_schedule(self.trace, "server").trace_mbps()
+
+    def asked_mbps(self) -> dict[str, float] | None:
+        """The target, else the trace's own rate when looped (played once: not judged)."""
+        rate = getattr(self, "trace_rate", None)
+        if self.s.target_mbps is not None:
+            return {"reverse": self.s.target_mbps, "forward": 0.0}
+        return {"reverse": rate, "forward": 0.0} if self.s.loop and rate else None
 
     def needs(self) -> HostNeeds:
         return ONE_PAIR
 
+    def check_path(self, path: PathFacts) -> list[str]:
+        """An open-loop rate at or above the bottleneck only measures the queue: an error."""
+        rate, cap = (self.asked_mbps() or {}).get("reverse"), path.reverse_mbps
+        if rate is not None and cap is not None and rate >= cap:
+            raise SwellError("background", f"{self.s.display()} plays {rate:.3g} Mbit/s, at or "
+                             f"above the bottleneck's {cap:g} Mbit/s")
+        return []
+
     def build(self, ctx: RunContext) -> Generator:
         server, client = background_pair(ctx.placement, self.name)
+        if self.s.loop or self.s.target_mbps is not None:
+            return playback_between(server, client, self.trace, ctx.out_dir, proto=self.proto,
+                                    direction="server", loop=self.s.loop,
+                                    target_mbps=self.s.target_mbps, run_s=ctx.duration_s,
+                                    warmup_s=ctx.warmup_s, seed=ctx.seed)
         return playback_between(server, client, self.trace, ctx.out_dir,
                                 proto=self.proto, direction="server",
                                 duration_s=ctx.duration_s)
+
+    def result(self, gen: GenResult | None, window: Window) -> KindResult:
+        """The generator's summary, plus asked / copies merged / planned / delivered."""
+        res = super().result(gen, window)
+        leg = (gen.summary.get("legs") or {}).get("server") if gen is not None else None
+        if leg:
+            res.metrics["playback"] = {k: leg.get(k) for k in (
+                "asked_mbps", "trace_mbps", "copies", "whole_copies", "partial_copy_share",
+                "planned_mbps", "delivered_mbps", "loop", "scheduled", "received")}
+        return res
 
 
 class TpbKind(UpbKind):
@@ -473,6 +583,11 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--port", type=int, default=9700)
         p.add_argument("--signal-port", type=int, default=9010, help="D-ITG signalling port")
         p.add_argument("--no-rt", action="store_true", help="no SCHED_FIFO (less accurate)")
+        p.add_argument("--loop", type=float, metavar="SECONDS",
+                       help="loop the trace for this many seconds")
+        p.add_argument("--target-mbps", type=float,
+                       help="merge time-shifted copies up to this rate (needs --loop)")
+        p.add_argument("--seed", type=int, default=1, help="phases of the copies")
         p.add_argument("--out", type=Path, help="output directory (default: a temporary one)")
         p.set_defaults(func=lambda a, proto=proto: cmd_playback(a, proto))
 
@@ -488,7 +603,9 @@ def cmd_playback(args: Any, proto: str) -> int:
                          proto=proto, direction=args.direction, sizes=args.sizes,
                          with_empty=args.with_empty, start_s=args.start,
                          duration_s=args.duration, port=args.port,
-                         signal_port=args.signal_port, realtime=not args.no_rt)
+                         signal_port=args.signal_port, realtime=not args.no_rt,
+                         loop=args.loop is not None, run_s=args.loop,
+                         target_mbps=args.target_mbps, seed=args.seed)
     from swell.generators.base import run_generator
 
     gen = PlaybackGenerator(cfg)

@@ -33,6 +33,7 @@ connections they never opened with RSTs; this is inherent in raw replay
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shutil
 import subprocess
@@ -48,20 +49,23 @@ from pydantic import Field
 
 from swell.errors import EnvironmentProblem, SwellError
 from swell.extract.reader import PacketChunk, addr_to_str, read_all
+from swell.extract.tiling import copies_for, tile, trace_mbps
 from swell.generators.base import Generator, GenResult, Place, Proc
 from swell.generators.kind import (
     ONE_PAIR,
+    KindResult,
     KindSpec,
     PrepareContext,
     RunContext,
     Tool,
     TrafficKind,
+    Window,
     background_pair,
     input_file,
 )
-from swell.generators.playback import server_side
+from swell.generators.playback import connections, server_side
 from swell.inet import require_ipv4
-from swell.placement import Endpoint, HostNeeds
+from swell.placement import Endpoint, HostNeeds, PathFacts
 
 START_LEAD_S = 1.0
 _AT = ("import os, sys, time; t = float(sys.argv[1]); "
@@ -86,6 +90,27 @@ class SplitResult:
     first_ts: dict[str, float]  # direction -> trace time of its first packet
     clients: list[str]  # trace client addresses, in order of first appearance
     servers: list[str]
+    plan: dict[str, Any] = field(default_factory=dict)  # looping / copies (see Looping)
+
+
+@dataclass(frozen=True)
+class Looping:
+    """Loop the trace for ``run_s`` seconds and merge copies up to ``target_mbps``."""
+
+    run_s: float
+    loop: bool = True
+    target_mbps: float | None = None  # both directions, IP level
+    seed: int = 1
+    warmup_s: float = 0.0  # the rate is aimed at [warmup_s, run_s)
+
+
+COPY_NET = (100 << 24) | (64 << 16)  # copies k >= 1 are renumbered into 100.64.0.0/10
+COPY_ADDRS = 4096  # addresses per copy
+
+
+def _copy_addr(k: int, i: int) -> bytes:
+    """Address ``i`` (of the trace's sorted table) in copy ``k`` >= 1."""
+    return int(COPY_NET + (k << 12) + i).to_bytes(4, "big")
 
 
 def _raw_records(path: Path) -> tuple[list[tuple[float, bytes]], int, bool]:
@@ -104,11 +129,19 @@ def _raw_records(path: Path) -> tuple[list[tuple[float, bytes]], int, bool]:
 
 
 def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
-                duration_s: float | None = None) -> SplitResult:
+                duration_s: float | None = None, looping: Looping | None = None
+                ) -> SplitResult:
     """Write the client->server and server->client IPv4 TCP/UDP packets to two pcaps.
 
     Only packets in ``[start_s, start_s + duration_s)`` from the trace's first packet.
+    With ``looping`` the kept packets (both directions together, so a copy's requests
+    and responses stay aligned) are looped and merged (:mod:`swell.extract.tiling`):
+    copy 0 keeps the trace's addresses, copy ``k`` >= 1 has every address renumbered
+    into ``100.64.0.0/10`` (one to one, ``100.64.0.0 + (k << 12) + i``), so each copy
+    is one more user and maps onto other emulated hosts.
     """
+    if looping is not None:
+        return _split_looped(trace, out_dir, start_s, duration_s, looping)
     pk = read_all(trace)
     records, linktype, nano = _raw_records(Path(trace))
     if len(records) != len(pk):
@@ -135,6 +168,95 @@ def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
                         "dropped": int((inside & ~usable).sum())}, first,
                        _addresses(pk.select(masks["c2s"]), pk.select(masks["s2c"])),
                        _addresses(pk.select(masks["s2c"]), pk.select(masks["c2s"])))
+
+
+def _split_looped(trace: Path, out_dir: Path, start_s: float, duration_s: float | None,
+                  lp: Looping) -> SplitResult:
+    """:func:`split_trace` with looping and copies."""
+    pk = read_all(trace)
+    records, linktype, nano = _raw_records(Path(trace))
+    if len(records) != len(pk):
+        raise SwellError(trace, f"dpkt read {len(records)} records, the swell reader "
+                                f"{len(pk)}: cannot match packets")
+    t = (pk.ts_ns - pk.ts_ns.min()).astype(np.float64) / 1e9 if len(pk) else np.zeros(0)
+    inside = (t >= start_s) & (t < (np.inf if duration_s is None else start_s + duration_s))
+    usable = (pk.ipver == 4) & np.isin(pk.proto, (6, 17)) & inside
+    idx = np.flatnonzero(usable)
+    if not idx.size:
+        raise SwellError(trace, "no IPv4 TCP/UDP packets to replay")
+    idx = idx[np.argsort(pk.ts_ns[idx], kind="stable")]
+    srv = server_side(pk)
+    conn, _ = connections(pk)
+    nbytes = pk.ip_len[idx].astype(np.int64)
+    rate = trace_mbps(t[idx], nbytes)
+    til = tile(t[idx], nbytes, lp.run_s, copies_for(lp.target_mbps, rate) if lp.loop or
+               lp.target_mbps is not None else 1.0, conn[idx], loop=lp.loop, seed=lp.seed,
+               window_start_s=lp.warmup_s)
+    addr = np.stack([pk.saddr_lo[idx], pk.daddr_lo[idx]], 1).astype(np.int64) & 0xFFFFFFFF
+    table, inv = np.unique(addr, return_inverse=True)
+    if table.size > COPY_ADDRS:
+        raise SwellError(trace, f"{table.size} IPv4 addresses, at most {COPY_ADDRS} to copy")
+    inv = inv.reshape(-1, 2)
+    copy_ids = max(int(til.copy.max()), 0)
+    if copy_ids and np.isin(table, [COPY_NET + (k << 12) + np.arange(COPY_ADDRS)
+                                    for k in (1, copy_ids)]).any():
+        raise SwellError(trace, "uses 100.64.0.0/10, where copies are renumbered")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"c2s": out_dir / "c2s.raw.pcap", "s2c": out_dir / "s2c.raw.pcap"}
+    t0 = float(pk.ts_ns[idx[0]]) / 1e9
+    counts = {"c2s": 0, "s2c": 0, "dropped": int((inside & ~usable).sum())}
+    first: dict[str, float] = {"c2s": np.inf, "s2c": np.inf}
+    writers, files = {}, {}
+    try:
+        for name, path in paths.items():
+            files[name] = open(path, "wb")  # noqa: SIM115 - closed below
+            writers[name] = dpkt.pcap.Writer(files[name], snaplen=262144, linktype=1, nano=nano)
+        for j in range(len(til)):
+            row, k = int(til.index[j]), int(til.copy[j])
+            i = int(idx[row])
+            name = "s2c" if srv[i] else "c2s"
+            buf = records[i][1]
+            pkt = bytearray(ETHER_IPV4 + buf[l2_header_len(linktype, buf):])
+            if k:
+                pkt[26:30] = _copy_addr(k, int(inv[row, 0]))
+                pkt[30:34] = _copy_addr(k, int(inv[row, 1]))
+            ts = t0 + float(til.t_s[j])
+            writers[name].writepkt(bytes(pkt), ts=ts)
+            counts[name] += 1
+            first[name] = min(first[name], ts)
+    finally:
+        for f in files.values():
+            f.close()
+    sent_c2s = pk.select(usable & ~srv)
+    sent_s2c = pk.select(usable & srv)
+    clients0 = _addresses(sent_c2s, sent_s2c)
+    servers0 = _addresses(sent_s2c, sent_c2s)
+    pos = {int(a): n for n, a in enumerate(table)}
+
+    def copies_of(addrs: list[str]) -> list[str]:
+        out = list(addrs)
+        for k in range(1, copy_ids + 1):
+            out += [str(ipaddress.IPv4Address(_copy_addr(k, pos[int(ipaddress.IPv4Address(a))])))
+                    for a in addrs]
+        return out
+
+    nb_dir = {d: int(nbytes[srv[idx] == (d == "s2c")].sum()) for d in ("c2s", "s2c")}
+    plan = {"loop": lp.loop, "trace_mbps": rate,
+            "asked_mbps": lp.target_mbps if lp.target_mbps is not None else (
+                rate if lp.loop else None),
+            "copies": round(til.users, 4), "whole_copies": til.copies,
+            "partial_copy_share": round(til.partial, 4), "period_s": til.period_s,
+            "planned_mbps": _window_mbps(til.t_s, nbytes[til.index], lp.warmup_s, lp.run_s),
+            "share_s2c": nb_dir["s2c"] / max(sum(nb_dir.values()), 1)}
+    return SplitResult(paths["c2s"], paths["s2c"], counts, first, copies_of(clients0),
+                       copies_of(servers0), plan)
+
+
+def _window_mbps(t_s: np.ndarray, nbytes: np.ndarray, start: float, end: float) -> float:
+    """Mbit/s of the departures in ``[start, end)`` (start capped at half the run)."""
+    start = min(start, end / 2)
+    inside = (t_s >= start) & (t_s < end)
+    return float(nbytes[inside].sum()) * 8 / max(end - start, 1e-9) / 1e6
 
 
 def _addresses(sent: PacketChunk, received: PacketChunk) -> list[str]:
@@ -196,6 +318,7 @@ class ReplayConfig:
     maps: dict[str, str] = field(default_factory=dict)  # explicit trace -> topology addresses
     start_s: float = 0.0  # replay only this window of the trace
     duration_s: float | None = None
+    looping: Looping | None = None  # loop it for a run, merge copies up to a rate
 
 
 _SENT = re.compile(r"Actual:\s*(\d+)\s+packets\s+\((\d+)\s+bytes\)\s+sent in\s+([\d.]+)")
@@ -232,7 +355,7 @@ class ReplayGenerator(Generator):
     def prepare(self) -> SplitResult:
         """Split the trace and rewrite both directions (the counts are known after this)."""
         c = self.cfg
-        self.split = split_trace(Path(c.trace), self.out, c.start_s, c.duration_s)
+        self.split = split_trace(Path(c.trace), self.out, c.start_s, c.duration_s, c.looping)
         if not self.split.counts["c2s"] + self.split.counts["s2c"]:
             raise SwellError(c.trace, "no IPv4 TCP/UDP packets to replay")
         self.mapping = {**round_robin(self.split.clients, c.clients),
@@ -276,7 +399,8 @@ class ReplayGenerator(Generator):
 
     def collect(self, warmup_s: float = 0.0) -> GenResult:
         assert self.split is not None
-        summary: dict[str, Any] = {"counts": self.split.counts, "mapping": self.mapping}
+        summary: dict[str, Any] = {"counts": self.split.counts, **self.split.plan,
+                                   "mapping": self.mapping}
         for name, p in self.players.items():
             text = "\n".join(p.drain() + list(p.stderr_tail))
             m, failed = _SENT.search(text), _FAILED.search(text)
@@ -336,12 +460,45 @@ class ReplayKind(TrafficKind):
     cli = "swell.generators.replay"
     tools = (Tool("tcpreplay", "tcpreplay"), Tool("tcprewrite", "tcpreplay"))
 
-    def prepare(self, ctx: PrepareContext) -> None:
+    @property
+    def s(self) -> ReplaySpec:
         assert isinstance(self.spec, ReplaySpec)
-        self.trace = input_file(ctx, self.spec.trace)
+        return self.spec
+
+    def prepare(self, ctx: PrepareContext) -> None:
+        self.trace = input_file(ctx, self.s.trace)
+        self.rates = trace_rates(self.trace)
+
+    def asked_mbps(self) -> dict[str, float] | None:
+        """The target (or the trace's rate, looped) split between the directions as the
+        trace's bytes are; played once: not judged."""
+        rates = getattr(self, "rates", None)
+        if not rates or not (self.s.loop or self.s.target_mbps is not None):
+            return None
+        total = rates["forward"] + rates["reverse"]
+        want = self.s.target_mbps if self.s.target_mbps is not None else total
+        return {d: want * r / max(total, 1e-12) for d, r in rates.items()}
 
     def needs(self) -> HostNeeds:
         return ONE_PAIR
+
+    def check_path(self, path: PathFacts) -> list[str]:
+        """An open-loop rate at or above the bottleneck only measures the queue: an error."""
+        asked = self.asked_mbps() or {}
+        for d, cap in (("reverse", path.reverse_mbps), ("forward", path.forward_mbps)):
+            if cap is not None and asked.get(d, 0.0) >= cap:
+                raise SwellError("background", f"{self.s.display()} replays {asked[d]:.3g} "
+                                 f"Mbit/s ({d}), at or above the bottleneck's {cap:g} Mbit/s")
+        return []
+
+    def result(self, gen: GenResult | None, window: Window) -> KindResult:
+        """The generator's summary, plus asked / copies merged / planned."""
+        res = super().result(gen, window)
+        if gen is not None:
+            res.metrics["replay"] = {k: gen.summary.get(k) for k in (
+                "asked_mbps", "trace_mbps", "copies", "whole_copies", "partial_copy_share",
+                "planned_mbps", "loop")}
+        return res
 
     def build(self, ctx: RunContext) -> Generator:
         pl = ctx.placement
@@ -349,8 +506,28 @@ class ReplayKind(TrafficKind):
         require_ipv4(self.name, [e.ip for e in (*pl.bg_clients, *pl.bg_servers)],
                      "tcpreplay replays the trace's IPv4 packets with addresses rewritten one "
                      "to one onto the hosts (tcprewrite pseudo-NAT); use upb or tpb")
+        if self.s.loop or self.s.target_mbps is not None:
+            looping = Looping(ctx.duration_s, self.s.loop, self.s.target_mbps, ctx.seed,
+                              ctx.warmup_s)
+            return replay_between(list(pl.bg_clients), list(pl.bg_servers), self.trace,
+                                  ctx.out_dir, looping=looping)
         return replay_between(list(pl.bg_clients), list(pl.bg_servers), self.trace,
                               ctx.out_dir, duration_s=ctx.duration_s)
+
+
+def trace_rates(trace: Path) -> dict[str, float]:
+    """The trace's own rate per bottleneck direction when looped (IPv4 TCP/UDP IP bytes
+    over the loop period): forward = client -> server."""
+    pk = read_all(trace)
+    usable = (pk.ipver == 4) & np.isin(pk.proto, (6, 17))
+    if not usable.any():
+        raise SwellError(trace, "no IPv4 TCP/UDP packets to replay")
+    srv = server_side(pk)
+    t = np.sort(pk.ts_ns[usable]).astype(np.float64) / 1e9
+    total = trace_mbps(t, pk.ip_len[usable].astype(np.int64))
+    nb = pk.ip_len.astype(np.float64)
+    share = float(nb[usable & srv].sum()) / max(float(nb[usable].sum()), 1e-12)
+    return {"forward": total * (1 - share), "reverse": total * share}
 
 
 def iface_mac(place: Place, iface: str) -> str:
@@ -377,6 +554,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--start", type=float, default=0.0, help="seconds into the trace")
     p.add_argument("--duration", type=float, help="seconds of the trace to replay")
     p.add_argument("--multiplier", type=float, default=1.0, help="tcpreplay speed factor")
+    p.add_argument("--loop", type=float, metavar="SECONDS",
+                   help="loop the trace for this many seconds")
+    p.add_argument("--target-mbps", type=float, help="merge time-shifted copies up to this "
+                   "rate, both directions (needs --loop)")
+    p.add_argument("--seed", type=int, default=1, help="phases of the copies")
     p.add_argument("--out", type=Path, help="output directory (default: a temporary one)")
     p.set_defaults(func=cmd_replay)
 
@@ -395,7 +577,9 @@ def cmd_replay(args: Any) -> int:
                        server_inject=Inject(sp, args.server_if, smac, args.server_dmac or cmac),
                        clients=[x for x in args.clients.split(",") if x],
                        servers=[x for x in args.servers.split(",") if x],
-                       multiplier=args.multiplier, start_s=args.start, duration_s=args.duration)
+                       multiplier=args.multiplier, start_s=args.start, duration_s=args.duration,
+                       looping=Looping(args.loop, True, args.target_mbps, args.seed)
+                       if args.loop else None)
     res = run_generator(ReplayGenerator(cfg), duration_s=None, label="tcpreplay")
     print(json.dumps({**res.summary, "out": str(out)}, default=str))
     return 0

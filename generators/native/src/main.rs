@@ -4,6 +4,7 @@
 //!   swell-gen run --schedule FILE --records FILE [--interval-ms 1000] [--duration S (hard stop)]
 //!   swell-gen send --dst ADDR:PORT [--src ADDR] --proto udp|tcp --pps N --size B
 //!                  --dist const|exp --duration S [--seed N] [--spin-us 1000] [--rt]
+//!                  [--catchup-ms 1000] [--lowat 65536]
 //!   swell-gen recv --listen ADDR:PORT --proto udp|tcp --size B --log FILE [--idle S]
 //!   swell-gen psend --dst ADDR:PORT [--src ADDR] --proto udp|tcp --plan FILE [--rt]
 //!   swell-gen precv --listen ADDR:PORT --proto udp|tcp --log FILE [--duration S]

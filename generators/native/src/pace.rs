@@ -21,8 +21,11 @@
 //! keeps at most that many unsent bytes in the socket (the send buffer still
 //! grows for in-flight data), so the backlog waits in the schedule, where it is
 //! counted and bounded, not in an autotuned kernel buffer of megabytes; writes
-//! time out every 100 ms so a stop is honoured while blocked. `recv` logs (seq, tx_ns, rx_ns, size) as four
-//! little-endian u64 per message into `--log`.
+//! time out every 100 ms so a stop is honoured while blocked. The summary line
+//! counts `skipped` and `unsent` (still owed when the duration ended).
+//!
+//! `recv` logs (seq, tx_ns, rx_ns, size) as four little-endian u64 per message
+//! into `--log`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
