@@ -226,14 +226,17 @@ def inequality_coefficient(x: np.ndarray, y: np.ndarray) -> float:
 def _vp(
     theta: np.ndarray, k: np.ndarray, y: np.ndarray, vmax: float = math.inf
 ) -> tuple[np.ndarray, float]:
-    """Weights for given decays: non-negative least squares with ``sum psi <= vmax``
-    (the counts' variance beyond Poisson: the modulation cannot vary more)."""
+    """Weights for given decays: non-negative least squares over lags 1..K, plus lag 0
+    when ``sum psi`` exceeds ``vmax`` (the counts' variance beyond Poisson): the
+    model's variance is the mean + ``sum psi`` + the marginal's variance, so weights
+    beyond ``vmax`` cost at lag 0 what they gain at the other lags (one-sided: below
+    ``vmax`` the marginal makes up the difference). The residual is the IC's over
+    lags 0..K."""
     B = theta[None, :] ** k[:, None]
     psi, res = optimize.nnls(B, y)
-    if psi.sum() > vmax:
-        w = 1e3 * max(1.0, float(np.abs(y).max())) / max(vmax, 1e-12)
-        psi, _ = optimize.nnls(np.vstack([B, w * np.ones(len(theta))]), np.r_[y, w * vmax])
-        res = float(np.linalg.norm(B @ psi - y))
+    if psi.sum() > vmax:  # the penalty is active: the lag-0 row as one more equation
+        psi, _ = optimize.nnls(np.vstack([B, np.ones(len(theta))]), np.r_[y, vmax])
+        res = float(np.linalg.norm(np.r_[B @ psi - y, psi.sum() - vmax]))
     return psi, float(res)
 
 
@@ -398,11 +401,24 @@ def fit_marginal(
     assert best is not None
     r, q, ll, bic, M = best
     keep = q > 1e-9
+    r, q = r[keep], q[keep]
+    # lag 0: the rates spread about their mean so that the whole model's variance is
+    # the data's (mean + sum psi + the marginal's variance), where rates >= 0 allow
+    m = float(q @ r)
+    vm = float(q @ r**2) - m * m
+    target = float(counts.var()) - mu - float(psi.sum())
+    c = 1.0
+    if vm > 1e-12:
+        c = math.sqrt(max(target, 0.0) / vm)
+        if c > 1 and r.min() < m:
+            c = min(c, m / (m - float(r.min())))
+        r = m + c * (r - m)
     return (
         pis,
-        r[keep],
-        q[keep],
-        {"loglik": ll, "bic": bic, "M": int(keep.sum()), "binned": len(v) < len(np.unique(counts))},
+        r,
+        q,
+        {"loglik": ll, "bic": bic, "M": int(keep.sum()), "variance_scale": c,
+         "binned": len(v) < len(np.unique(counts))},
     )
 
 
@@ -560,22 +576,32 @@ def refit_check(
     model: MMPPModel, n_intervals: int | None = None, seed: int = 1
 ) -> dict[str, float]:
     """Generate arrivals from ``model`` (``n_intervals``, default 20 times the data's,
-    at least 20,000), count them per interval again and refit with the same lags.
-    Returns the original IC, the refit's IC against the same data (the check:
-    within 2 points of the original) and against the model it came from."""
+    at least 20,000), count them per interval again and refit with the same lags
+    (:func:`refit_compare`). The check: the refit's IC against the same data within
+    2 points of the original."""
     n = n_intervals or max(20 * int(model.report["intervals"]), 20000)
-    K = int(model.report["max_lag"])
     heavy = model.mean() * n > 2e7  # too many arrival times to hold: count directly
     sim = simulate(model, n, seed, times=not heavy)
     if heavy:
         counts = sim.counts
     else:
         counts = np.bincount((sim.times // model.interval_s).astype(np.int64), minlength=n)[:n]
-    refit = fit_counts([counts], model.interval_s, max_lag=K, floor_reps=0)
+    return {**refit_compare(model, counts), "from_times": not heavy}
+
+
+def refit_compare(model: MMPPModel, counts: np.ndarray | list[np.ndarray]) -> dict[str, float]:
+    """Refit arrivals counted per model interval (generated from ``model``, e.g. captured
+    at a bottleneck; one array or a list of segments) with the original fit's lags.
+    Returns the original IC, the refit's IC against the original data (the check:
+    within 2 points of the original), against the model the arrivals came from and
+    against its own counts, and the KS distance of the refit's count distribution
+    to the original data's histogram."""
+    K = int(model.report["max_lag"])
+    segs = counts if isinstance(counts, list) else [np.asarray(counts)]
+    refit = fit_counts(segs, model.interval_s, max_lag=K, floor_reps=0, where="refit")
     orig = model.data["acov_data"]
     return {
-        "intervals": n,
-        "from_times": not heavy,
+        "intervals": int(sum(len(c) for c in segs)),
         "ic_original": float(model.report["ic"]),
         "ic_refit_vs_data": inequality_coefficient(orig, refit.autocov(K)),
         "ic_refit_vs_model": inequality_coefficient(model.autocov(K), refit.autocov(K)),
