@@ -241,6 +241,26 @@ def trace_events(path: str | os.PathLike[str]) -> LogEvents:
     )
 
 
+def connection_start_times(path: str | os.PathLike[str],
+                           conns: set[tuple[str, int]]) -> dict[tuple[str, int], float]:
+    """When each given connection (source address, source port) started in a capture:
+    the time of its first SYN without ACK (a retransmitted SYN does not count again).
+    Connections with no SYN in the capture are left out of the result. This is how
+    the session starts of a generated run are read at the bottleneck: the SYNs of
+    the sessions' first connections, named by the runner's records."""
+    from swell.extract.reader import SYN, addr_to_str, open_trace
+
+    out: dict[tuple[str, int], float] = {}
+    with open_trace(path) as tr:
+        for ch in tr.chunks():
+            m = np.flatnonzero((ch.proto == 6) & ch.l4_ok & ((ch.tcp_flags & 0x12) == SYN))
+            for i in m:
+                key = (addr_to_str(int(ch.saddr_hi[i]), int(ch.saddr_lo[i])), int(ch.sport[i]))
+                if key in conns and key not in out:
+                    out[key] = float(ch.ts_ns[i]) / 1e9
+    return out
+
+
 def read_events(path: str | os.PathLike[str]) -> LogEvents:
     """A web log, a count CSV or a capture (told apart by the pcap magic numbers)."""
     p = Path(path)

@@ -411,6 +411,7 @@ class PacketsKind(TrafficKind):
     role = "background"
     Spec = PacketsSpec
     native = ("swell-gen",)
+    cli = "swell.generators.packets_cli"
 
     def __init__(self, spec: KindSpec) -> None:
         super().__init__(spec)

@@ -142,12 +142,13 @@ class RpsGenerator(Generator):
 
     def collect(self, warmup_s: float = 0.0) -> GenResult:
         rows: list[dict[str, Any]] = []
-        t0s, due = [], 0
+        t0s, due, by_group = [], 0, {}
         for p, rec in self.runners:
             if p.popen.returncode not in (0, -15):
                 raise SwellError(p.label, p.error_text())
             ends = [r for r in parse_json_lines(p.drain()) if "t0" in r]
             t0s += [r["t0"] for r in ends]
+            by_group.update({rec.stem.removeprefix("requests-"): r["t0"] for r in ends})
             due += sum(int(r["due"]) for r in ends)
             if rec.exists():
                 rows += [json.loads(ln) for ln in rec.read_text().splitlines() if ln]
@@ -169,6 +170,9 @@ class RpsGenerator(Generator):
             "response_s_mean": float(rt.mean()) if rt.size else None,
             "response_s_p95": float(np.percentile(rt, 95)) if rt.size else None,
             "sources_used": len({r["src"] for r in rows}), "interval_s": width,
+            # each runner's time zero (CLOCK_MONOTONIC s), by host group: its sessions'
+            # planned times (sessions-<group>.json) count from it
+            "runner_t0": by_group,
         }
         return GenResult(self.name, {"session_starts": counts.astype(float)}, summary,
                          {"out": self.out})
@@ -180,6 +184,7 @@ class RpsKind(TrafficKind):
     name = "rps"
     role = "background"
     Spec = RpsSpec
+    cli = "swell.generators.packets_cli"
 
     def __init__(self, spec: KindSpec) -> None:
         super().__init__(spec)
