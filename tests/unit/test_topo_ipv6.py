@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from swell.analysis.bottleneck import only_hosts, touches_hosts, without_hosts
-from swell.analysis.timeseries import address_directions, make_packets, syn_directions
+from swell.analysis.timeseries import (
+    address_directions,
+    load_packets,
+    make_packets,
+    syn_directions,
+)
 from swell.errors import SwellError
 from swell.placement import Endpoint, Local, Placement
 from swell.topologies import linkemu, netem
@@ -17,6 +22,7 @@ from swell.topologies.engines import NetemEngine, native_config
 from swell.topologies.layout import EDGE, SIDES, Layout, sysctls_for
 from swell.topologies.spec import LinkDir, spec_from_dict
 from swell.topologies.topology import resolve_host_links
+from tests.conftest import SHARED_DATA
 
 V6 = ipaddress.IPv6Network
 A6 = ipaddress.IPv6Address
@@ -194,3 +200,23 @@ def test_analysis_splits_ipv6_hosts_on_all_128_bits():
     assert address_directions(p, "fd00:5e11::/49")["out"].tolist() == [True, False, True, False]
     with pytest.raises(SwellError, match="not an IP address"):
         touches_hosts(p, ["fd00::zz"])
+
+
+def test_a_real_ipv6_capture_reads_and_splits():
+    """pinterest.pcap (nDPI's test set): 911 IPv6 packets; sizes and the host filter."""
+    path = SHARED_DATA / "pcap" / "ndpi" / "pinterest.pcap"
+    if not path.is_file():
+        pytest.skip(f"shared capture {path} is not on this machine")
+    p = load_packets(path)
+    assert len(p) == 911
+    # frame length = IPv6 payload + 40 + 14: a bare ACK with timestamps is 86 bytes
+    assert int(p.size[0]) == 86 and int(p.proto[0]) == 6
+    # every packet has the client; one server: tcpdump 'host 64:ff9b::9765:7854' counts 72
+    assert touches_hosts(p, ["2a01:cb01:2049:8b07:991d:ec85:28df:f629"]).all()
+    server = touches_hosts(p, ["64:ff9b::9765:7854"])
+    assert int(server.sum()) == 72
+    # the same address spelled out in full selects the same packets
+    full = ipaddress.IPv6Address("64:ff9b::9765:7854").exploded
+    assert (touches_hosts(p, [full]) == server).all()
+    dirs = syn_directions(p)
+    assert int(dirs["c2s"].sum()) + int(dirs["s2c"].sum()) == len(p)
