@@ -12,8 +12,9 @@ lower port (the well-known service). ``direction`` picks the packets sent by
 the server side (default, the response traffic), by the client side, or both.
 By default only packets that carry payload are played (pure ACKs are the
 receiver's business). Times are offsets from the first packet kept; sizes are
-the trace's IP length (the engine's payload is ``ip_len - 28`` for UDP, so the
-bottleneck sees the trace's IP length) or its L4 payload length.
+the trace's IP length (the engine's payload is ``ip_len - 28`` for UDP, 48 over
+an IPv6 address plan, so the bottleneck sees the trace's IP length) or its L4
+payload length.
 
 Engine: D-ITG (Debian ``d-itg``), always with ``-poll``. ``-Ft FILE`` gives one
 inter-departure time per line in milliseconds, where line ``i`` is the wait
@@ -73,13 +74,14 @@ from swell.generators.kind import (
     background_pair,
     input_file,
 )
-from swell.inet import hostport
+from swell.inet import IP_HEADER, hostport, is_v6
 from swell.native import native_artifact
 from swell.placement import Endpoint, HostNeeds, PathFacts
 
 DIRECTIONS = ("server", "client", "both")
 SIZE_MODES = ("ip", "payload")
 UDP_IP_HEADER = 28
+V6_EXTRA = IP_HEADER[6] - IP_HEADER[4]  # an IPv6 packet's header is 20 bytes longer
 TCP_IP_HEADER = 40
 DITG_MIN_PAYLOAD = {"udp": 20, "tcp": 24}  # D-ITG's own header; smaller writes are padded
 MAX_PAYLOAD = 65507
@@ -331,7 +333,10 @@ class PlaybackGenerator(Generator):
         return legs
 
     def leg_sizes(self, leg: Leg) -> np.ndarray:
-        return leg.sched.sizes(str(self.cfg.sizes), self.cfg.proto)
+        sizes = leg.sched.sizes(str(self.cfg.sizes), self.cfg.proto)
+        if self.cfg.sizes == "ip" and is_v6(leg.dst):  # IPv6 headers: 20 bytes more
+            sizes = np.clip(sizes - V6_EXTRA, 1, None)
+        return sizes
 
     def files(self, leg: Leg) -> tuple[Path, Path, Path]:
         base = self.out / leg.label
@@ -404,7 +409,8 @@ class PlaybackGenerator(Generator):
                 **leg_summary(leg.sched, self.leg_sizes(leg), rx, self.cfg.proto),
                 **getattr(self, "plans", {}).get(leg.label, {}),
                 "delivered_mbps": delivered_mbps(leg.sched, rx, self.cfg.proto,
-                                                 self.cfg.warmup_s)}
+                                                 self.cfg.warmup_s,
+                                                 V6_EXTRA if is_v6(leg.dst) else 0)}
             for k, v in throughput_series(rx).items():
                 series[f"{leg.label}_{k}"] = v
             files[f"{leg.label}_log"] = log
@@ -412,7 +418,7 @@ class PlaybackGenerator(Generator):
 
 
 def delivered_mbps(sched: PacketSchedule, rx: dict[str, np.ndarray], proto: str,
-                   warmup_s: float = 0.0) -> float | None:
+                   warmup_s: float = 0.0, ip_extra: int = 0) -> float | None:
     """Received rate at the IP level (payload + headers), over the schedule after ``warmup_s``
     (departure times relative to the first received packet's scheduled time)."""
     if rx["seq"].size < 2 or len(sched) < 2:
@@ -424,7 +430,7 @@ def delivered_mbps(sched: PacketSchedule, rx: dict[str, np.ndarray], proto: str,
     rel = rx["tx_s"][ok] - (rx["tx_s"][ok] - sched.t_s[seq[ok]]).min()  # on the schedule's clock
     start = min(warmup_s, sched.duration_s / 2)
     inside = rel >= start
-    hdr = UDP_IP_HEADER if proto == "udp" else TCP_IP_HEADER + 12
+    hdr = (UDP_IP_HEADER if proto == "udp" else TCP_IP_HEADER + 12) + ip_extra
     bits = float((rx["size"][ok][inside] + hdr).sum()) * 8
     return bits / max(sched.duration_s - start, 1e-9) / 1e6
 

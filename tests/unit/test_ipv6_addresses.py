@@ -204,3 +204,17 @@ def test_video_reads_rtp_and_tcp_from_ipv6_captures(tmp_path: Path):
     assert argv[2] == "TCP6:[fd00::2:1]:7000,bind=[fd00::1:1]"
     assert vc.tcp_sender_argv(tmp_path / "c", 30, srv, 7000)[2] == \
         "TCP6-LISTEN:7000,bind=[fd00::2:1],reuseaddr"
+
+
+def test_upb_sizes_keep_the_trace_ip_length_over_ipv6(tmp_path: Path):
+    """UPB writes payloads so the bottleneck sees the trace's IP lengths: 20 bytes fewer
+    over IPv6, whose header is 20 bytes longer."""
+    from swell.generators.playback import PlaybackConfig, PlaybackGenerator
+
+    trace = Path(__file__).resolve().parents[2] / "data" / "pcap" / "example.pcap"
+    v4 = PlaybackGenerator(PlaybackConfig(trace=trace, out_dir=tmp_path, dst="10.1.0.2"))
+    v6 = PlaybackGenerator(PlaybackConfig(trace=trace, out_dir=tmp_path, dst="fd00::1:2"))
+    s4, s6 = v4.leg_sizes(v4.legs[0]), v6.leg_sizes(v6.legs[0])
+    big = s4 > 21
+    assert big.any() and np.array_equal(s4[big] - s6[big], np.full(int(big.sum()), 20))
+    assert s6.min() >= 1
