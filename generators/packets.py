@@ -56,7 +56,7 @@ from swell.generators.kind import (
     TrafficKind,
     Window,
 )
-from swell.inet import hostport
+from swell.inet import IP_HEADER, hostport
 from swell.native import native_artifact
 from swell.placement import GroupNeed, HostNeeds, Local, Netns, PathFacts, Place, Via
 
@@ -417,6 +417,7 @@ class PacketsKind(TrafficKind):
         super().__init__(spec)
         self.model: Path | None = None
         self._classes: list[FlowClass] | None = None
+        self.ip_extra = 0  # header bytes beyond IPv4's per packet (20 on an IPv6 plan)
 
     @property
     def s(self) -> PacketsSpec:
@@ -490,7 +491,8 @@ class PacketsKind(TrafficKind):
         for fc in self.classes():
             if fc.idt.family == "cauchy":
                 continue
-            bps = (fc.size.mean() + HEADER_BYTES[fc.proto]) * 8 / fc.idt.mean() * self.s.flows
+            bps = ((fc.size.mean() + HEADER_BYTES[fc.proto] + self.ip_extra) * 8 / fc.idt.mean()
+                   * self.s.flows)
             out["reverse" if fc.direction == "s2c" else "forward"] += bps / 1e6
         return out
 
@@ -510,6 +512,7 @@ class PacketsKind(TrafficKind):
         if not pl.bg_servers or not pl.bg_clients:
             raise SwellError(self.name, "needs a background client and server in the topology")
         srv, cli = pl.bg_servers[0], pl.bg_clients[0]
+        self.ip_extra = IP_HEADER[srv.family] - IP_HEADER[4]
         ends = {"s2c": (cli.ip, cli.place, srv.ip, srv.place),
                 "c2s": (srv.ip, srv.place, cli.ip, cli.place)}
         return PacketsGenerator(PacketsConfig(

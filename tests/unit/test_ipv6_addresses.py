@@ -218,3 +218,21 @@ def test_upb_sizes_keep_the_trace_ip_length_over_ipv6(tmp_path: Path):
     big = s4 > 21
     assert big.any() and np.array_equal(s4[big] - s6[big], np.full(int(big.sum()), 20))
     assert s6.min() >= 1
+
+
+def test_packets_asked_rate_counts_ipv6_headers(tmp_path: Path):
+    """A VoIP preset asks its IP rate: 20 header bytes more per packet on IPv6 hosts."""
+    from swell.generators.kind import RunContext
+    from swell.generators.packets import PacketsKind, PacketsSpec
+    from swell.placement import Endpoint, Local, Placement
+
+    def asked(client: str, server: str) -> tuple[float, float]:
+        kind = PacketsKind(PacketsSpec(kind="packets", preset="VoIP:G.711.1:RTP"))
+        pl = Placement(bg_clients=(Endpoint(client, Local(), "c"),),
+                       bg_servers=(Endpoint(server, Local(), "s"),))
+        kind.build(RunContext(tmp_path, pl, 1, 5.0, 1.0))
+        pps = sum(kind.s.flows / fc.idt.mean() for fc in kind.classes())
+        return sum((kind.asked_mbps() or {}).values()), pps
+
+    (v4, pps), (v6, _) = asked("10.0.0.1", "10.0.1.1"), asked("fd00::1", "fd00::1:1")
+    assert pps > 0 and v6 - v4 == pytest.approx(20 * 8 * pps / 1e6, rel=1e-9)
