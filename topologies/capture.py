@@ -12,7 +12,10 @@ other way. Two ways to capture, chosen by the engine:
   the native engine sends bypass them), ``--immediate-mode``, a large kernel
   buffer and nanosecond timestamps, stopped with SIGINT (so it flushes), its
   own drop counters ("dropped by kernel", "dropped by interface") parsed
-  from its exit report.
+  from its exit report. On an IPv6 plan it leaves out IPv6 multicast
+  (``not ip6 multicast``): the core router's own MLD reports, which leave by
+  the same interface but are not traffic that crossed the bottleneck (the
+  native engine never routes them either).
 
 Either way :class:`CaptureReport` says how many frames were written and how
 many were dropped; :func:`problems` turns non-zero drops into messages so a
@@ -103,7 +106,8 @@ class TcpdumpCapture:
         self.path = path
         self.dev = dev or layout.core_port[EGRESS_SIDE[direction]]
         place = Via(tuple(in_ns(layout.pid(node), [])), label=node)
-        self._tcpdump = Tcpdump(place, tcpdump_argv(self.dev, path, snaplen, "out"),
+        bpf = "not ip6 multicast" if layout.plan.version == 6 else None
+        self._tcpdump = Tcpdump(place, tcpdump_argv(self.dev, path, snaplen, "out", bpf),
                                 f"tcpdump on {self.dev}")
 
     def start(self, timeout: float = 10.0) -> None:

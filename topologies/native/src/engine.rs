@@ -67,6 +67,13 @@ pub struct Pkt {
 
 const NO_PIPE: u32 = u32::MAX;
 
+/// Whether the engine routes a packet: not IPv6 multicast (ff00::/8: the
+/// routers' own MLD reports; a router never forwards link-scope multicast).
+/// Such frames count as `rx_other`.
+fn routable(f: &IpFields) -> bool {
+    !(f.v6 && f.dst >> 120 == 0xff)
+}
+
 /// Longest prefix match of `dst` in `routes` (sorted longest prefix first).
 fn route_lookup(routes: &[(u128, u8, u16)], dst: u128) -> Option<u16> {
     routes.iter().find(|&&(net, len, _)| dst & prefix_mask(len) == net).map(|r| r.2)
@@ -218,7 +225,7 @@ impl Engine {
             self.pool.push(frame);
             return;
         }
-        let Some(IpFields { src, dst, len, v6 }) = ip_fields(&frame) else {
+        let Some(IpFields { src, dst, len, v6 }) = ip_fields(&frame).filter(routable) else {
             port.counters.rx_other += 1;
             self.pool.push(frame);
             return;
@@ -635,6 +642,10 @@ mod tests {
         assert!(ip_fields(&frame([0x86, 0xdd], &v6[..39])).is_none());
         assert!(ip_fields(&frame([8, 6], &v6)).is_none());
         assert!(ip_fields(&frame([8, 0], &v4[..19])).is_none());
+        // an MLD report (:: -> ff02::16) is not routed; unicast of both families is
+        let mld = IpFields { src: 0, dst: 0xff02_u128 << 112 | 0x16, len: 76, v6: true };
+        assert!(!routable(&mld) && routable(&f));
+        assert!(routable(&IpFields { src: 0, dst: v4_mapped(0xe000_0001), len: 20, v6: false }));
     }
 
     #[test]
