@@ -4,7 +4,7 @@ The subcommands come from the kind registry (:mod:`swell.generators.registry`):
 every kind that can run by hand names, in ``cli``, the module whose
 ``add_parsers(subparsers)`` adds its subcommands (``swing``, ``schedule`` and
 ``serve`` from the Swing kind; ``cbr``, ``poisson``; ``upb``, ``tpb``;
-``replay``). Nothing here knows a kind by name.
+``replay``; ``harpoon``; ``packets`` and ``rps``). Nothing here knows a kind by name.
 
 Every run shows live counters (sessions active, connections/s, Mbit/s per
 direction) on stderr and prints a JSON summary on stdout.
