@@ -83,7 +83,13 @@ def main(argv: list[str]) -> int:
     sched_path, records_path = argv
     with open(sched_path) as f:
         sched = json.load(f)
-    signal.signal(signal.SIGTERM, lambda *_: STOP.set())
+    stopped: list[float] = []  # when SIGTERM came: sessions due are those before it
+
+    def on_term(*_: object) -> None:
+        stopped.append(time.monotonic())
+        STOP.set()
+
+    signal.signal(signal.SIGTERM, on_term)
     t0 = time.monotonic()
     out: list[dict[str, Any]] = []
     lock = threading.Lock()
@@ -102,7 +108,7 @@ def main(argv: list[str]) -> int:
     for th in threads:
         while th.is_alive() and not STOP.is_set():
             th.join(0.2)
-    elapsed = time.monotonic() - t0
+    elapsed = (stopped[0] if stopped else time.monotonic()) - t0
     STOP.set()
     with lock:
         rows = [dict(r) for r in out]
