@@ -125,3 +125,43 @@ def test_replay_split_loops_both_directions_with_renumbered_copies(tmp_path: Pat
         assert len(ts) == res.counts[name] and np.all(np.diff(ts) >= 0)
         assert ts[-1] - min(res.first_ts.values()) < 20.0
         assert ts[-1] - min(res.first_ts.values()) > 19.0  # looped for the whole run
+
+
+def test_playback_config_loops_and_merges(tmp_path: Path) -> None:
+    """UPB's generator gets the tiled schedule; its plan states asked, copies, planned."""
+    from swell.generators.playback import PlaybackConfig, PlaybackGenerator
+
+    gen = PlaybackGenerator(PlaybackConfig(trace=TRACE, out_dir=tmp_path, dst="10.1.0.2",
+                                           loop=True, target_mbps=8.0, run_s=20.0,
+                                           warmup_s=3.0))
+    sched, plan = gen.legs[0].sched, gen.plans["server"]
+    assert plan["asked_mbps"] == 8.0 and plan["whole_copies"] == 4
+    assert plan["planned_mbps"] == pytest.approx(8.0, rel=0.05)
+    assert 19.0 < sched.duration_s < 20.0
+    assert np.all(sched.gaps_ms() > 0)
+    once = PlaybackGenerator(PlaybackConfig(trace=TRACE, out_dir=tmp_path, dst="10.1.0.2"))
+    assert once.plans["server"]["copies"] == 1.0 and once.legs[0].sched.duration_s < 16
+    with pytest.raises(SwellError):
+        PlaybackConfig(trace=TRACE, out_dir=tmp_path, dst="x", target_mbps=8.0)
+
+
+def test_kinds_ask_for_their_rate_and_refuse_one_over_the_link(tmp_path: Path) -> None:
+    from swell.generators.kind import PrepareContext
+    from swell.generators.playback import UpbKind, UpbSpec
+    from swell.generators.replay import ReplayKind, ReplaySpec
+    from swell.placement import PathFacts
+
+    ctx = PrepareContext(base_dir=TRACE.parent, cache_dir=tmp_path, seed=1)
+    upb = UpbKind(UpbSpec(trace=TRACE.name, target_mbps=10))
+    upb.prepare(ctx)
+    assert upb.asked_mbps() == {"reverse": 10, "forward": 0.0}
+    looped = UpbKind(UpbSpec(trace=TRACE.name))
+    looped.prepare(ctx)
+    assert looped.asked_mbps()["reverse"] == pytest.approx(1.718, rel=0.01)
+    assert UpbKind(UpbSpec(trace=TRACE.name, loop=False)).asked_mbps() is None
+    rep = ReplayKind(ReplaySpec(trace=TRACE.name, target_mbps=8))
+    rep.prepare(ctx)
+    asked = rep.asked_mbps()
+    assert sum(asked.values()) == pytest.approx(8.0) and asked["reverse"] > asked["forward"]
+    with pytest.raises(SwellError):
+        upb.check_path(PathFacts(forward_mbps=10, reverse_mbps=10))
