@@ -402,22 +402,11 @@ def fit_marginal(
     r, q, ll, bic, M = best
     keep = q > 1e-9
     r, q = r[keep], q[keep]
-    # lag 0: the rates spread about their mean so that the whole model's variance is
-    # the data's (mean + sum psi + the marginal's variance), where rates >= 0 allow
-    m = float(q @ r)
-    vm = float(q @ r**2) - m * m
-    target = float(counts.var()) - mu - float(psi.sum())
-    c = 1.0
-    if vm > 1e-12:
-        c = math.sqrt(max(target, 0.0) / vm)
-        if c > 1 and r.min() < m:
-            c = min(c, m / (m - float(r.min())))
-        r = m + c * (r - m)
     return (
         pis,
         r,
         q,
-        {"loglik": ll, "bic": bic, "M": int(keep.sum()), "variance_scale": c,
+        {"loglik": ll, "bic": bic, "M": int(keep.sum()),
          "binned": len(v) < len(np.unique(counts))},
     )
 
