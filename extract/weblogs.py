@@ -241,24 +241,26 @@ def trace_events(path: str | os.PathLike[str]) -> LogEvents:
     )
 
 
-def connection_start_times(path: str | os.PathLike[str],
-                           conns: set[tuple[str, int]]) -> dict[tuple[str, int], float]:
-    """When each given connection (source address, source port) started in a capture:
-    the time of its first SYN without ACK (a retransmitted SYN does not count again).
-    Connections with no SYN in the capture are left out of the result. This is how
-    the session starts of a generated run are read at the bottleneck: the SYNs of
-    the sessions' first connections, named by the runner's records."""
+def syn_times(path: str | os.PathLike[str],
+              conns: set[tuple[str, int]]) -> dict[tuple[str, int], np.ndarray]:
+    """Times (s) of the SYNs without ACK in a capture sent from the given (source
+    address, source port) pairs, sorted, per pair; pairs with none are left out.
+    A source port is reused over a long run, so one pair may hold several
+    connections (and a retransmitted SYN repeats one): a caller picks the first SYN
+    after it knows the connection began. This is how the session starts of a
+    generated run are read at the bottleneck: the SYNs of the sessions' first
+    connections, named by the runner's records."""
     from swell.extract.reader import SYN, addr_to_str, open_trace
 
-    out: dict[tuple[str, int], float] = {}
+    out: dict[tuple[str, int], list[float]] = {}
     with open_trace(path) as tr:
         for ch in tr.chunks():
             m = np.flatnonzero((ch.proto == 6) & ch.l4_ok & ((ch.tcp_flags & 0x12) == SYN))
             for i in m:
                 key = (addr_to_str(int(ch.saddr_hi[i]), int(ch.saddr_lo[i])), int(ch.sport[i]))
-                if key in conns and key not in out:
-                    out[key] = float(ch.ts_ns[i]) / 1e9
-    return out
+                if key in conns:
+                    out.setdefault(key, []).append(float(ch.ts_ns[i]) / 1e9)
+    return {k: np.sort(np.array(v)) for k, v in out.items()}
 
 
 def read_events(path: str | os.PathLike[str]) -> LogEvents:
