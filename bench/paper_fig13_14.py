@@ -175,11 +175,76 @@ def fig14(study: Path, out: Path) -> dict[str, Any]:
     return result
 
 
+def fig14_seeds(studies: list[Path], out: Path) -> dict[str, Any]:
+    """Base against ZeroThink over several studies (one run each, its own seed).
+
+    Pairs the k-th Base study with the k-th ZeroThink study (independent draws, as
+    a study's runs are) and gives, per direction and band, each pair's mean
+    difference over the band's octaves, the mean over pairs, their spread and the
+    mean Abry-Veitch interval of one pair; plots every pair's per-octave difference
+    and their mean (``fig14-zero-think.png``).
+    """
+    import matplotlib.pyplot as plt
+
+    runs: dict[str, list[dict[str, Any]]] = {"Base": [], "ZeroThink": []}
+    for study in studies:
+        for run in load_results(study)["runs"]:
+            name = "ZeroThink" if "ZeroThink" in run["label"] else "Base"
+            runs[name].append(run)
+    pairs = list(zip(runs["Base"], runs["ZeroThink"], strict=False))
+    result: dict[str, Any] = {"pairs": len(pairs), "runs": [], "bands": {}}
+    for name, rs in runs.items():
+        for run in rs:
+            rt = _rt(run)
+            result["runs"].append({"variant": name, "seed": run["seed"], "bg_mbps": _bg(run),
+                                   "duration_s": run["spec"].get("duration_s"),
+                                   "downloads": int(rt.size),
+                                   "median_s": float(np.median(rt)) if rt.size else None,
+                                   "p90_s": float(np.percentile(rt, 90)) if rt.size else None,
+                                   "problems": run.get("problems", [])})
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    for ax, d in zip(axes, ("reverse", "forward"), strict=True):
+        diffs = [_diff(EnergyPlot.from_dict(z["bottleneck"][d]["energy"]),
+                       EnergyPlot.from_dict(b["bottleneck"][d]["energy"])) for b, z in pairs]
+        for band, (lo, hi) in BANDS.items():
+            per = [_band(x, lo, hi) for x in diffs]
+            md = np.array([q["mean_diff"] for q in per], float)
+            result["bands"].setdefault(d, {})[band] = {
+                "pair_diffs": [round(float(x), 3) for x in md],
+                "mean_diff": float(np.mean(md)), "sd_pairs": float(np.std(md, ddof=1))
+                if md.size > 1 else None, "mean_ci_one_pair": float(np.mean(
+                    [q["mean_ci"] for q in per])), "octaves": per[0]["octaves"]}
+        ax.axhline(0, color="0.3", linewidth=0.8)
+        for lo, hi in BANDS.values():
+            ax.axvspan(lo - 0.5, hi + 0.5, color="0.85", alpha=0.5)
+        octs = sorted({q["octave"] for x in diffs for q in x})
+        table = np.full((len(diffs), len(octs)), np.nan)
+        for i, x in enumerate(diffs):
+            for q in x:
+                table[i, octs.index(q["octave"])] = q["diff"]
+            ax.plot([q["octave"] for q in x], [q["diff"] for q in x], color="0.6",
+                    linewidth=0.8, marker=".", label="one pair (seed k)" if i == 0 else None)
+        ax.plot(octs, np.nanmean(table, axis=0), color=P.COLORS[0], linewidth=2, marker="o",
+                label=f"mean of {len(diffs)} pairs")
+        ax.set_xlabel("octave j (time scale 2^j ms)")
+        ax.set_title(f"{d}: ZeroThink - Base; shaded 4-32 ms and 1-8 s")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("log2 energy difference")
+    axes[1].legend(fontsize=8)
+    fig.suptitle("Figure 14: zero think time against the base model, pairs of runs")
+    fig.tight_layout()
+    fig.savefig(out / "fig14-zero-think.png", dpi=110)
+    plt.close(fig)
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fig13", type=Path)
     ap.add_argument("--fig14", type=Path)
+    ap.add_argument("--fig14-seeds", type=Path, nargs="+",
+                    help="studies of Base and ZeroThink alone, one run each (its own seed)")
     ap.add_argument("--out", type=Path, default=Path("docs/paper"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -188,6 +253,8 @@ def main() -> int:
         summary["fig13"] = fig13(args.fig13, args.out)
     if args.fig14:
         summary["fig14"] = fig14(args.fig14, args.out)
+    if args.fig14_seeds:
+        summary["fig14_zero_think"] = fig14_seeds(args.fig14_seeds, args.out)
     path = args.out / "fig13_14.json"
     if path.exists():
         summary = {**json.loads(path.read_text()), **summary}

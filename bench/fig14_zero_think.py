@@ -1,0 +1,149 @@
+"""How long a run must be to show Figure 14's zero-think rise at 1-8 s (no network; seconds).
+
+``.venv/bin/python bench/fig14_zero_think.py [--seeds 20] [--lengths 60,180,600]``
+
+Figure 14 of the paper (seed 004, section 5.2) sets Swing's think times to
+zero and sees more energy at 1-8 s (octaves 10-13 of a 1 ms series). A 60 s
+run of swell's Fig. 14 file shows a rise there but cannot resolve it
+(docs/fig13-14.md). This bench asks why, over many seeds and run lengths,
+without the emulator: for the bundled capture's model at the Auck rate
+(3.3 Mbit/s), Base and ZeroThink, it draws each run's schedule exactly as
+``swell run`` does (``swing_schedule``: target by construction, stationary
+arrivals, 40 clients and 10 servers), and turns it into the server -> client
+byte series of a **fluid closed loop**: each RRE starts when the previous one
+of its session has ended plus its gap, each connection lasts its pairs' round
+trips, think times and transfer at a fixed rate, its response bytes spread
+evenly over that time. The fluid series is not the emulated traffic (no TCP
+dynamics, no queueing, one rate for every transfer); what it keeps is what
+decides the energy at seconds: when sessions arrive, how many bytes they
+carry, and how think times spread them.
+
+For each length and seed pair (Base seed k, ZeroThink seed 1000+k:
+independent draws, as the study's runs are), the difference ZeroThink - Base
+of the log2 energy averaged over octaves 10-13 (those with at least 8
+coefficients), and the Abry-Veitch 95% interval of that difference (the
+criterion ``bench/paper_fig13_14.py`` uses). Printed: the mean difference
+over seeds, its spread between seeds (sd), the share of single pairs whose
+difference is beyond their interval (what one run pair can show), and the
+spread of single pairs against the interval, which assumes independent
+coefficients (heavy-tailed sessions make the real spread wider).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from swell.analysis.energy import energy_plot  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+BIN_S = 0.001
+RTT_S = 0.06  # Fig. 14's 10 ms bottleneck both ways plus the model's access delays, about
+RATE_BPS = 8e6  # one transfer's rate: under the 10 Mbit/s bottleneck and the access links
+BAND = (10, 13)  # 1-8 s at 1 ms bins
+WARMUP_S = 10.0
+
+
+def fluid_series(sched: Any, warmup_s: float, end_s: float) -> np.ndarray:
+    """Server -> client bytes per 1 ms bin in ``[warmup_s, end_s)`` of a fluid closed loop."""
+    n = int(round((end_s - warmup_s) / BIN_S))
+    rate = np.zeros(n + 1)  # a difference array of bytes per bin
+    for sess in sched.sessions:
+        t = sess.t
+        for rre in sess.rres:
+            t += rre.gap
+            ends = [t]
+            for c in rre.conns:
+                start = t + c.offset
+                dur = sum(RTT_S + (q + a) * 8 / RATE_BPS + think for q, a, think in c.pairs)
+                dur = max(dur, BIN_S)
+                ends.append(start + dur)
+                rsp = c.rsp_bytes
+                i0 = int(np.floor((start - warmup_s) / BIN_S))
+                i1 = int(np.floor((start + dur - warmup_s) / BIN_S))
+                per_bin = rsp / max(i1 - i0, 1)
+                a, b = max(i0, 0), min(max(i1, i0 + 1), n)
+                if a < b:
+                    rate[a] += per_bin
+                    rate[b] -= per_bin
+            t = max(ends)
+    return np.cumsum(rate)[:n]
+
+
+def band_diff(x_base: np.ndarray, x_zero: np.ndarray) -> tuple[float, float]:
+    """Mean over the band's octaves of y(zero) - y(base), and of their combined interval."""
+    eb, ez = energy_plot(x_base, BIN_S, 3, 8), energy_plot(x_zero, BIN_S, 3, 8)
+    diffs, cis = [], []
+    for j in range(BAND[0], BAND[1] + 1):
+        if j in eb.octaves and j in ez.octaves:
+            ib, iz = eb.at(j), ez.at(j)
+            if np.isfinite(eb.y[ib]) and np.isfinite(ez.y[iz]):
+                diffs.append(ez.y[iz] - eb.y[ib])
+                cis.append(float(np.hypot(eb.ci[ib], ez.ci[iz])))
+    return (float(np.mean(diffs)), float(np.mean(cis))) if diffs else (np.nan, np.nan)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--lengths", default="60,180,600", help="measured window lengths, s")
+    ap.add_argument("--out", type=Path, default=REPO / "docs/paper/fig14_zero_think.json")
+    args = ap.parse_args()
+    from swell.extract.model import save_model
+    from swell.extract.pipeline import extract_model
+    from swell.fsutil import write_json
+    from swell.generators.models import VariantSpec, apply_variant
+    from swell.generators.schedule import load_app_samples
+    from swell.generators.swing import swing_schedule
+
+    tmp = Path(tempfile.mkdtemp(prefix="fig14zt-"))
+    base = save_model(extract_model(REPO / "data/pcap/example.pcap", label="example"),
+                      tmp / "base")
+    models = {"Base": apply_variant(base, VariantSpec(target_mbps=3.3), tmp),
+              "ZeroThink": apply_variant(base, VariantSpec(target_mbps=3.3, zero_think=True),
+                                         tmp)}
+    clients = [f"10.1.0.{i + 1}" for i in range(40)]
+    servers = [f"10.2.0.{i + 1}" for i in range(10)]
+    out: dict[str, Any] = {"rtt_s": RTT_S, "rate_bps": RATE_BPS, "band_octaves": BAND,
+                           "warmup_s": WARMUP_S, "seeds": args.seeds, "lengths": {}}
+    print(f"{'window':>7} {'mean diff':>9} {'sd (seeds)':>10} {'mean AV ci':>10} "
+          f"{'pairs shown':>11} {'sd of mean':>10}")
+    for length in (float(x) for x in args.lengths.split(",")):
+        total = WARMUP_S + length
+        diffs, cis = [], []
+        for k in range(1, args.seeds + 1):
+            series = {}
+            for name, seed in (("Base", k), ("ZeroThink", 1000 + k)):
+                apps, scale = load_app_samples(models[name])
+                sched = swing_schedule(apps, clients, servers, total, seed, scale, 3.3,
+                                       window_start_s=WARMUP_S)
+                series[name] = fluid_series(sched, WARMUP_S, total)
+            d, ci = band_diff(series["Base"], series["ZeroThink"])
+            diffs.append(d)
+            cis.append(ci)
+        dd, cc = np.array(diffs), np.array(cis)
+        row = {"mean_diff": float(np.nanmean(dd)), "sd_diff": float(np.nanstd(dd, ddof=1)),
+               "mean_ci": float(np.nanmean(cc)),
+               "pairs_shown": float(np.nanmean(dd > cc)),
+               "diffs": [round(float(x), 3) for x in dd]}
+        out["lengths"][f"{length:g}"] = row
+        print(f"{length:6.0f}s {row['mean_diff']:+9.2f} {row['sd_diff']:10.2f} "
+              f"{row['mean_ci']:10.2f} {row['pairs_shown']:11.0%} "
+              f"{row['sd_diff'] / np.sqrt(len(dd)):10.2f}", flush=True)
+    write_json(args.out, out)
+    print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "diffs"}
+                      for k, v in out["lengths"].items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
