@@ -16,7 +16,14 @@ rise over the total variation (+1 steady rise, about 0 for noise).
 non-increasing (``N``) or unclear (``U``) with pathload's thresholds (PCT:
 > 0.66 / < 0.54; PDT: > 0.55 / < 0.45; one statistic may be unclear, the two
 may not disagree); a stream that lost more than ``loss_increasing`` of its
-packets is increasing. A fleet of streams at one rate gives a verdict
+packets is increasing. :func:`stream_trends` first cleans a stream the way
+pathload 1.3 does: it splits the stream where the sender left a gap (it was
+descheduled: the queue drains there, whatever the rate), drops packets that
+arrived closer than the bottleneck could have spaced them (released late,
+back to back, by the receiving side), and classifies each sub-stream long
+enough to judge (36 packets) as one entry of the fleet;
+:func:`sent_rate` is the rate the stream was actually sent at (pathload's
+mean interval without its top 15%). A fleet of streams at one rate gives a verdict
 (:func:`fleet_verdict`): ``above`` (R > A) when a fraction ``f`` of its
 streams increase, ``below`` when a fraction ``f`` do not, else ``grey``.
 :class:`SlopsSearch` is pathload's iterative search: a binary search on
@@ -100,6 +107,63 @@ def stream_trend(owd: np.ndarray, sent: int | None = None,
     if "U" in (a, b):
         return a if b == "U" else b
     return "U"  # the two statistics disagree
+
+
+SPLIT_MIN_NS = 100_000  # a sender gap this much (or one period) over plan splits a stream
+MIN_SUBSTREAM = 36  # pathload's MIN_STREAM_LEN: shorter sub-streams are not judged
+
+
+def stream_trends(seqs: np.ndarray, tx_ns: np.ndarray, rx_ns: np.ndarray, sent: int,
+                  gap_ns: float, min_rx_gap_ns: float, min_len: int = MIN_SUBSTREAM,
+                  loss_increasing: float = 0.1) -> list[Trend]:
+    """The trends of one stream's usable sub-streams (``[]``: nothing to judge).
+
+    ``seqs``/``tx_ns``/``rx_ns``: the received packets in sequence order with their
+    send and receive stamps; ``gap_ns`` the planned period. The stream is split
+    where consecutive sends are more than ``max(gap, SPLIT_MIN_NS)`` over plan
+    (pathload: ``max(T, 1 ms)``; its sender catches up nothing, and neither does
+    swell-probe's, so a split loses no burst). Inside a sub-stream a packet whose
+    successor arrived less than ``min_rx_gap_ns`` after it is dropped (pathload's
+    receiver-side discard; the bottleneck spaces packets by at least their
+    serialisation time). A sub-stream with ``min_len`` usable packets (or all of a
+    shorter stream but one) gives one trend. More than ``loss_increasing`` lost:
+    ``["I"]``, the stream overflowed the queue.
+    """
+    seqs = np.asarray(seqs, np.int64)
+    if sent <= 0:
+        return []
+    if 1.0 - seqs.size / sent > loss_increasing:
+        return ["I"]
+    if seqs.size < 4:
+        return []
+    tx = np.asarray(tx_ns, np.int64)
+    rx = np.asarray(rx_ns, np.int64)
+    over = np.diff(tx) - np.diff(seqs) * gap_ns
+    cuts = np.flatnonzero(over > max(gap_ns, SPLIT_MIN_NS)) + 1
+    need = min(min_len, sent - 1)
+    out: list[Trend] = []
+    for part in np.split(np.arange(seqs.size), cuts):
+        if part.size == 0:
+            continue
+        keep = np.ones(part.size, bool)
+        keep[:-1] = np.diff(rx[part]) >= min_rx_gap_ns
+        idx = part[keep]
+        if idx.size >= need:
+            out.append(stream_trend(rx[idx] - tx[idx]))
+    return out
+
+
+def sent_rate(seqs: np.ndarray, tx_ns: np.ndarray, ip_bytes: int) -> float:
+    """The rate (bit/s) a stream was sent at: pathload's mean interval between
+    consecutive packets, the longest 15% left out (NaN with fewer than 2 packets)."""
+    seqs = np.asarray(seqs, np.int64)
+    tx = np.asarray(tx_ns, np.int64)
+    ok = np.diff(seqs) == 1
+    iv = np.sort(np.diff(tx)[ok].astype(float))
+    if iv.size == 0:
+        return math.nan
+    iv = iv[:iv.size - int(round(iv.size * 0.15))] if iv.size > 2 else iv
+    return ip_bytes * 8 / (iv.mean() * 1e-9) if iv.mean() > 0 else math.nan
 
 
 def fleet_verdict(trends: list[Trend], f: float = 0.7) -> Verdict:

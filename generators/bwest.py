@@ -49,6 +49,7 @@ from swell.native import native_artifact
 from swell.placement import Endpoint, PathFacts, Place
 
 UDP_IP_OVERHEAD = 28  # IPv4 + UDP headers: the link engine's rate counts IP bytes
+RT_PRIORITY = 5  # swell-probe's sender under SCHED_FIFO: below swell-link's 10
 
 
 class EstimatorSpec(KindSpec):
@@ -63,7 +64,14 @@ class EstimatorSpec(KindSpec):
     port: int = Field(9876, ge=1024, le=65535)
 
 
-class SlopsSpec(EstimatorSpec):
+class ProbeSpec(EstimatorSpec):
+    """Options of swell's own estimators (swell-probe's sender)."""
+
+    realtime: bool = Field(True, description="run the sender under SCHED_FIFO (root), below "
+                           "the link engine, so it is not descheduled mid-train")
+
+
+class SlopsSpec(ProbeSpec):
     """SLoPS (pathload's method): periodic streams, OWD trends, iterative search."""
 
     kind: Literal["slops"] = "slops"
@@ -75,7 +83,7 @@ class SlopsSpec(EstimatorSpec):
     stream_gap_ms: float = Field(10.0, ge=0, description="idle time after each stream")
 
 
-class ChirpSpec(EstimatorSpec):
+class ChirpSpec(ProbeSpec):
     """Chirps (pathChirp's method): exponentially spaced trains, excursion analysis."""
 
     kind: Literal["chirp"] = "chirp"
@@ -84,7 +92,9 @@ class ChirpSpec(EstimatorSpec):
                           "(pathChirp: 1.2)")
     chirps_per_s: float = Field(5.0, gt=0)
     smooth: int = Field(11, ge=1, description="chirps averaged per reported estimate")
-    decrease: float = Field(1.5, gt=1.0, description="excursion end: fall back within 1/F")
+    decrease: float = Field(1.5, gt=1.0, description="excursion end: fall back within 1/F "
+                            "(4 reads CBR right in an ideal FIFO, not on swell-link: "
+                            "docs/bwest.md)")
     busy: int = Field(5, ge=2, description="shortest excursion (packets) that counts")
     noise_us: float = Field(10.0, ge=0, description="delay noise floor: no rise beyond it "
                             "three packets on ends an excursion")
@@ -245,24 +255,46 @@ class Prober:
 class SlopsLoop:
     """pathload's method: fleets of periodic streams, iterative search per estimate."""
 
-    def __init__(self, spec: SlopsSpec, lo_bps: float, hi_bps: float) -> None:
+    RETRIES = 2  # a fleet with too few usable streams is sent again (pathload: the same)
+
+    def __init__(self, spec: SlopsSpec, lo_bps: float, hi_bps: float,
+                 capacity_bps: float | None = None) -> None:
         self.spec = spec
         self.lo, self.hi = lo_bps, hi_bps
+        self.capacity = capacity_bps or hi_bps
         self.resolution = (spec.resolution_mbps * 1e6 if spec.resolution_mbps
                            else 0.04 * hi_bps)
 
-    def fleet(self, prober: Prober, rate: float, stop: threading.Event) -> est.Verdict:
+    def fleet(self, prober: Prober, rate: float, stop: threading.Event
+              ) -> tuple[est.Verdict, float, str]:
+        """One fleet at ``rate``: its verdict, the rate actually sent, its trends.
+
+        Each stream's usable sub-streams are judged (:func:`est.stream_trends`);
+        a fleet with fewer judged entries than half its streams is sent again,
+        and after ``RETRIES`` it is grey."""
         size = est.slops_packet_size(rate)
         gap = int(round(size * 8 / rate * 1e9))
+        min_rx_gap = 0.5 * size * 8 / self.capacity * 1e9  # half a serialisation time
         trends: list[est.Trend] = []
-        for _ in range(self.spec.streams):
-            if stop.is_set():
+        rates: list[float] = []
+        for _ in range(1 + self.RETRIES):
+            trends, rates = [], []
+            for _ in range(self.spec.streams):
+                if stop.is_set():
+                    break
+                t = prober.train(size, np.full(self.spec.packets - 1, gap, np.int64))
+                seqs, tx, rx = t.arrays()
+                trends += est.stream_trends(seqs, tx, rx, t.sent, gap, min_rx_gap)
+                r = est.sent_rate(seqs, tx, size)
+                if math.isfinite(r):
+                    rates.append(r)
+                time.sleep(self.spec.stream_gap_ms / 1e3)  # idle time between streams
+            if len(trends) >= self.spec.streams / 2 or stop.is_set():
                 break
-            t = prober.train(size, np.full(self.spec.packets - 1, gap, np.int64))
-            _, tx, rx = t.arrays()
-            trends.append(est.stream_trend(rx - tx, t.sent))
-            time.sleep(self.spec.stream_gap_ms / 1e3)  # the fleet's idle time between streams
-        return est.fleet_verdict(trends, self.spec.fraction)
+        actual = float(np.mean(rates)) if rates else rate
+        verdict = (est.fleet_verdict(trends, self.spec.fraction)
+                   if len(trends) >= self.spec.streams / 2 else "grey")
+        return verdict, actual, "".join(trends)
 
     def run(self, prober: Prober, stop: threading.Event, record: Callable[[dict], None]
             ) -> None:
@@ -270,17 +302,22 @@ class SlopsLoop:
             t0, b0 = time.time(), prober.bytes_sent
             search = est.SlopsSearch(self.lo, self.hi, self.resolution)
             timeout = False
+            log: list[list[Any]] = []
             while (rate := search.next_rate()) is not None and not stop.is_set():
                 if time.time() - t0 > self.spec.timeout_s:
                     timeout = True
                     break
-                search.update(rate, self.fleet(prober, rate, stop))
+                verdict, actual, trends = self.fleet(prober, rate, stop)
+                # pathload moves the search by the rate actually sent (inside the range)
+                used = actual if search.rmin < actual < search.rmax else rate
+                search.update(used, verdict)
+                log.append([round(rate / 1e6, 2), round(actual / 1e6, 2), verdict, trends])
             if stop.is_set() and not timeout:
                 return  # a search cut short by the end of the run is no estimate
             low, high = search.range()
             record({"t_start": t0, "t_end": time.time(), "low_mbps": low / 1e6,
                     "high_mbps": high / 1e6, "estimate_mbps": (low + high) / 2e6,
-                    "probe_bytes": prober.bytes_sent - b0, "fleets": len(search.rates),
+                    "probe_bytes": prober.bytes_sent - b0, "fleets": log,
                     "timeout": timeout})
 
 
@@ -346,8 +383,10 @@ class ProbeGenerator(Generator):
     name = "probe"
 
     def __init__(self, kind: str, loop: SlopsLoop | ChirpLoop, server: Endpoint,
-                 client: Endpoint, port: int, settle_s: float, out: Path) -> None:
+                 client: Endpoint, port: int, settle_s: float, out: Path,
+                 rt_priority: int | None = RT_PRIORITY) -> None:
         super().__init__()
+        self.rt_priority = rt_priority
         self.kind, self.loop = kind, loop
         self.server, self.client, self.port = server, client, port
         self.settle_s = settle_s
@@ -367,9 +406,10 @@ class ProbeGenerator(Generator):
         recv = self.spawn("swell-probe recv", self.client.place,
                           [exe, "recv", "--bind", f"{self.client.ip}:{self.port}"])
         recv.wait_line(lambda s: s == "ready", 10.0)
+        rt = ["--rt-priority", str(self.rt_priority)] if self.rt_priority else []
         self.sender = Sender(self.server.place, [exe, "send", "--dst",
                                                  f"{self.client.ip}:{self.port}",
-                                                 "--src", self.server.ip])
+                                                 "--src", self.server.ip, *rt])
         self.sender.ask("", lambda s: s == "ready", 10.0)
         self.prober = Prober(self.sender, recv, self.settle_s)
 
@@ -474,8 +514,11 @@ class SlopsKind(EstimatorKind):
         assert isinstance(self.spec, SlopsSpec)
         server, client = self.endpoints(ctx)
         lo, hi = rate_range(self.spec, ctx.placement.path, 1.2)
-        return ProbeGenerator(self.name, SlopsLoop(self.spec, lo, hi), server, client,
-                              self.spec.port, self.settle_s(ctx, server, client), ctx.out_dir)
+        cap = ctx.placement.path.reverse_mbps
+        loop = SlopsLoop(self.spec, lo, hi, cap * 1e6 if cap else None)
+        return ProbeGenerator(self.name, loop, server, client, self.spec.port,
+                              self.settle_s(ctx, server, client), ctx.out_dir,
+                              RT_PRIORITY if self.spec.realtime else None)
 
 
 class ChirpKind(EstimatorKind):
@@ -490,7 +533,8 @@ class ChirpKind(EstimatorKind):
         server, client = self.endpoints(ctx)
         lo, hi = rate_range(self.spec, ctx.placement.path, 1.5)
         return ProbeGenerator(self.name, ChirpLoop(self.spec, lo, hi, ctx.seed), server, client,
-                              self.spec.port, self.settle_s(ctx, server, client), ctx.out_dir)
+                              self.spec.port, self.settle_s(ctx, server, client), ctx.out_dir,
+                              RT_PRIORITY if self.spec.realtime else None)
 
 
 def require_tools(kind: str, programs: tuple[str, ...]) -> None:

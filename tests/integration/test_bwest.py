@@ -5,7 +5,8 @@
   truth comes from the bottleneck capture);
 * CBR UDP background at half the capacity: SLoPS within 10% of the truth; the
   chirp method's reading matches what it reads through an ideal FIFO with the
-  same CBR (it overestimates there, by the method: see docs/bwest.md);
+  same CBR (swell.analysis.bwest_model; it overestimates there, by the method:
+  see docs/bwest.md);
 * a link shaped by an htb token bucket of the same rate (a dumbbell built here
   with ``tc``): the chirp estimator reads higher than on swell-link, because
   the bucket lets the chirp's first fast packets pass at line rate, where a
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swell.analysis import bwest as est
+from swell.analysis.bwest_model import fifo_chirp_estimates
 from swell.analysis.timeseries import load_packets
 from swell.cli import main as swell_main
 from swell.generators.bwest import ChirpLoop, ChirpSpec, ProbeGenerator, SlopsLoop, SlopsSpec
@@ -78,32 +79,6 @@ def test_idle_link_reads_its_capacity(tmp_path: Path, monkeypatch, cap: int) -> 
         assert fg["time_to_first_s"] > 0
 
 
-def _fifo_chirps(cap: float, cbr_bps: float, cbr_bytes: int, spec: ChirpSpec, n: int = 200
-                 ) -> float:
-    """Mean estimate of the chirp method (this spec) through an ideal FIFO serialiser of
-    ``cap`` bit/s carrying CBR packets of ``cbr_bytes`` at ``cbr_bps`` (random phase)."""
-    rng = np.random.default_rng(0)
-    serve = 8e9 / cap
-    period = cbr_bytes * 8 / cbr_bps * 1e9
-    values = []
-    for _ in range(n):
-        gaps = est.chirp_gaps(0.1 * cap, 1.5 * cap, spec.packet_bytes, spec.spread,
-                              float(rng.random()))
-        tx = np.concatenate([[0], np.cumsum(gaps)]) + 20e6
-        cbr = np.arange(rng.random() * period, tx[-1] + 1e6, period)
-        events = sorted([(t, spec.packet_bytes, k) for k, t in enumerate(tx)]
-                        + [(t, cbr_bytes, -1) for t in cbr])
-        free, rx = 0.0, np.zeros(tx.size)
-        for t, size, k in events:
-            free = max(t, free) + size * serve
-            if k >= 0:
-                rx[k] = free
-        values.append(est.chirp_estimate(tx.astype(np.int64), rx.astype(np.int64),
-                                         spec.packet_bytes, spec.decrease, spec.busy,
-                                         spec.noise_us * 1e3, spec.onset))
-    return float(np.mean(values)) / 1e6
-
-
 @pytest.fixture(scope="module")
 def cbr_half(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
     """One study: both estimators under CBR UDP at 25 Mbit/s on a 50 Mbit/s link."""
@@ -130,20 +105,39 @@ def test_chirp_under_cbr_reads_what_the_method_reads_on_an_ideal_fifo(cbr_half) 
     sizes = load_packets(pcap, size_field="ip_len").size
     cbr_bytes = int(np.bincount(sizes).argmax())
     spec = ChirpSpec(kind="chirp", smooth=8, chirps_per_s=8)
-    model = _fifo_chirps(50e6, 25e6, cbr_bytes, spec)
+    model = float(np.mean(fifo_chirp_estimates(
+        50e6, 25e6, cbr_bytes, 200, packet_bytes=spec.packet_bytes, spread=spec.spread,
+        decrease=spec.decrease, busy=spec.busy, noise_us=spec.noise_us,
+        onset=spec.onset))) / 1e6
     measured = float(np.mean([e["estimate_mbps"] for e in _ok(fgs["chirp"])]))
     print(f"chirp under CBR {cbr_bytes} B at 25 of 50 Mbit/s: {measured:.1f} measured, "
           f"{model:.1f} through an ideal FIFO")
     assert abs(measured - model) <= 0.1 * 25, (measured, model)
 
 
-@pytest.mark.xfail(reason="open (docs/bwest.md, 'SLoPS under CBR'): streams below A read "
-                   "as increasing under CBR on this host", strict=False)
-def test_slops_under_cbr_within_ten_percent_of_truth(cbr_half) -> None:
+@pytest.mark.xfail(reason="the chirp method reads +40-50% under CBR of packets larger than "
+                   "its own, in an ideal FIFO as on swell-link, and no setting of its "
+                   "parameters fixes that for every load (docs/bwest.md, 'chirp under CBR')",
+                   strict=False)
+def test_chirp_under_cbr_within_ten_percent_of_truth(cbr_half) -> None:
+    """The issue's criterion for the chirp estimator; it records the numbers."""
     _, fgs = cbr_half
-    errors = [e["error_pct"] for e in _ok(fgs["slops"])]
-    print("slops under CBR, error %:", errors)
-    assert all(abs(x) <= 10 for x in errors), errors
+    ok = _ok(fgs["chirp"])
+    print("chirp under CBR:", [(e["estimate_mbps"], e["truth_mbps"], e["error_pct"])
+                               for e in ok])
+    assert all(abs(e["error_pct"]) <= 10 for e in ok), [e["error_pct"] for e in ok]
+
+
+def test_slops_under_cbr_within_ten_percent_of_truth(cbr_half) -> None:
+    """Every range's midpoint within 10% of the truth over its span (the issue's
+    criterion); the fleets' logs show the trends each rate read."""
+    _, fgs = cbr_half
+    ok = _ok(fgs["slops"])
+    print("slops under CBR:", [(e["low_mbps"], e["high_mbps"], e["error_pct"]) for e in ok])
+    for e in ok:
+        print("  fleets:", e["fleets"])
+    assert len(ok) >= 3
+    assert all(abs(e["error_pct"]) <= 10 for e in ok), [e["error_pct"] for e in ok]
 
 
 def _dumbbell(netns) -> tuple[str, str, str]:

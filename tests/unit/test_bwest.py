@@ -159,3 +159,59 @@ def test_a_noise_rise_before_the_build_up_does_not_start_the_last_excursion() ->
     q = np.array([5, 3, 0, 1, 1, 27, 67, 178], float) * 1e3
     assert est.excursions(q, 1.5, 5, 10e3)[1] == 2
     assert est.excursions(q, 1.5, 5, 10e3, onset=3.7e3)[1] == 4
+
+
+def test_a_stream_is_split_where_the_sender_left_a_gap() -> None:
+    """Above A the delays rise; a 2 ms sender gap drains the queue halfway. The whole
+    stream reads unclear; its two sub-streams (pathload's split) both read increasing."""
+    rng = np.random.default_rng(2)
+    gap = 100_000
+    tx = np.arange(100) * gap
+    tx[50:] += 2_000_000
+    owd = np.concatenate([np.arange(50), np.arange(50)]) * 10_000.0
+    rx = (tx + owd + rng.normal(0, 1000, 100)).astype(np.int64)
+    assert est.stream_trend(rx - tx) == "U"
+    assert est.stream_trends(np.arange(100), tx, rx, 100, gap, 25_000) == ["I", "I"]
+    # a lost packet is no sender gap: one sub-stream
+    keep = np.arange(100) != 20
+    tx2 = np.arange(100) * gap
+    rx2 = (tx2 + np.arange(100) * 10_000.0).astype(np.int64)
+    assert est.stream_trends(np.arange(100)[keep], tx2[keep], rx2[keep], 100, gap,
+                             25_000) == ["I"]
+
+
+def test_packets_released_back_to_back_are_left_out() -> None:
+    """Below A the delays are flat; the last 15 packets were released together late (the
+    receiving side stalled). Read whole, the stream is unclear; without the packets that
+    arrived closer than the bottleneck can space them, it is non-increasing."""
+    rng = np.random.default_rng(2)
+    gap = 100_000
+    tx = np.arange(100) * gap
+    rx = tx + 1_000_000 + rng.normal(0, 2000, 100)
+    rx[85:] = tx[99] + 1_000_000 + np.arange(15) * 1000
+    rx = rx.astype(np.int64)
+    assert est.stream_trend(rx - tx) == "U"
+    assert est.stream_trends(np.arange(100), tx, rx, 100, gap, 25_000) == ["N"]
+    # too few usable packets left: nothing to judge; heavy loss: increasing
+    assert est.stream_trends(np.arange(30), tx[:30], rx[:30], 30, gap, 25_000) != []
+    assert est.stream_trends(np.arange(80), tx[:80], rx[:80], 100, gap, 25_000) == ["I"]
+    assert est.stream_trends(np.arange(100), tx, np.full(100, 5), 100, gap, 25_000) == []
+
+
+def test_sent_rate_leaves_out_the_longest_intervals() -> None:
+    tx = np.concatenate([np.arange(50), 60 + np.arange(50)]) * 100_000
+    assert est.sent_rate(np.arange(100), tx, 1250) == pytest.approx(100e6)
+    assert math.isnan(est.sent_rate(np.arange(1), tx[:1], 1250))
+
+
+def test_the_fifo_model_reads_an_idle_link_and_overestimates_under_large_cbr() -> None:
+    """The ideal-FIFO model (analysis.bwest_model): idle it reads the capacity; under CBR
+    of 1428-byte packets at half the capacity it reads high (the method's bias,
+    docs/bwest.md), and less so with 540-byte CBR packets."""
+    from swell.analysis.bwest_model import fifo_chirp_estimates
+
+    idle = fifo_chirp_estimates(50e6, 0.0, 1428, 40)
+    assert abs(np.mean(idle) / 50e6 - 1) < 0.03
+    big = np.mean(fifo_chirp_estimates(50e6, 25e6, 1428, 40)) / 25e6
+    small = np.mean(fifo_chirp_estimates(50e6, 25e6, 540, 40)) / 25e6
+    assert big > 1.25 and small < big

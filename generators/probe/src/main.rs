@@ -11,15 +11,26 @@
 //!   and `tx_ns` the sender's departure stamp carried in the packet. Output is
 //!   flushed whenever the socket is drained, so the stamps never depend on how
 //!   fast the lines are read. Ping packets are echoed to their sender.
-//! * `swell-probe send --dst IP:PORT --src IP [--spin-us N]`: reads commands
-//!   on stdin, one per line:
+//! * `swell-probe send --dst IP:PORT --src IP [--spin-us N] [--late-us N]
+//!   [--rt-priority N]`: reads commands on stdin, one per line:
 //!   - `train <id> <udp_bytes> <gap_ns> <gap_ns> ...`: one packet, then one
 //!     more after each gap (a SLoPS stream has equal gaps, a chirp shrinking
 //!     ones); departures are absolute (start + sum of gaps), the sender sleeps
 //!     until `--spin-us` (default 300) before a departure and busy-polls the
-//!     clock for the rest; prints `sent <id> <packets> <first_tx_ns> <last_tx_ns>`;
+//!     clock for the rest. A departure more than `--late-us` (default 20)
+//!     behind its time (the sender was descheduled) re-anchors the rest of
+//!     the train on it: the late packet leaves one long gap and the next ones
+//!     keep their planned gaps. Catching up instead would send the overdue
+//!     packets back to back, a burst that builds a queue no stream below the
+//!     available bandwidth would (pathload's sender paces each packet from
+//!     the previous one for the same reason). Prints
+//!     `sent <id> <packets> <first_tx_ns> <last_tx_ns>`;
 //!   - `ping`: one ping to the receiver, prints `pong` or `noreply` (200 ms);
 //!   - `quit`.
+//!
+//!   `--rt-priority` (1-99) runs the sender under SCHED_FIFO, below the link
+//!   engine's priority, so ordinary tasks do not deschedule it mid-train (a
+//!   warning, not an error, where the kernel refuses).
 //!
 //! Packet: magic `SWPB`, kind (0 probe, 1 ping), train id (u32), seq (u32),
 //! departure stamp (u64 ns, CLOCK_REALTIME), big-endian, then zero padding.
@@ -193,8 +204,16 @@ fn recv(args: &Args) -> Result<(), String> {
     }
 }
 
+fn set_realtime(priority: i32) {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: plain syscall on this process with a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        eprintln!("swell-probe: warning: SCHED_FIFO {priority}: {}", std::io::Error::last_os_error());
+    }
+}
+
 fn send(args: &Args) -> Result<(), String> {
-    args.known(&["dst", "src", "spin-us"])?;
+    args.known(&["dst", "src", "spin-us", "late-us", "rt-priority"])?;
     let dst = addr(args.req("dst")?)?;
     let src: std::net::IpAddr = args
         .req("src")?
@@ -206,6 +225,18 @@ fn send(args: &Args) -> Result<(), String> {
         .parse::<u64>()
         .map_err(|_| "bad --spin-us".to_string())?
         * 1000;
+    let late: u64 = args
+        .get("late-us")
+        .unwrap_or("20")
+        .parse::<u64>()
+        .map_err(|_| "bad --late-us".to_string())?
+        * 1000;
+    if let Some(p) = args.get("rt-priority") {
+        match p.parse::<i32>() {
+            Ok(p) if (1..=99).contains(&p) => set_realtime(p),
+            _ => return Err("bad --rt-priority (want 1-99)".into()),
+        }
+    }
     let sock = UdpSocket::bind(SocketAddr::new(src, 0)).map_err(|e| format!("bind {src}: {e}"))?;
     sock.connect(dst).map_err(|e| format!("connect {dst}: {e}"))?;
     set_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 8 << 20);
@@ -232,6 +263,9 @@ fn send(args: &Args) -> Result<(), String> {
                 for seq in 0..=gaps.len() {
                     wait_until(target, spin);
                     let tx = now_ns();
+                    if tx > target + late {
+                        target = tx; // re-anchor: a long gap, never a catch-up burst
+                    }
                     header(&mut buf, KIND_PROBE, id, seq as u32, tx);
                     if let Err(e) = sock.send(&buf[..size]) {
                         return Err(format!("send: {e}"));

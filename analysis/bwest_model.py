@@ -1,0 +1,55 @@
+"""An ideal FIFO serialiser with a background, to see what a probing method reads by itself.
+
+The chirp method's reading under a background depends on the method, not only
+on the engine that carries it: :func:`fifo_chirp_estimates` pushes chirps
+through an ideal FIFO of capacity ``C`` (each packet served in ``size/C`` in
+arrival order, no stamp noise, no sender jitter) that also carries a
+background of fixed-size packets, either periodic (CBR, random phase per
+chirp) or Poisson, and returns what :func:`swell.analysis.bwest.chirp_estimate`
+reads from each chirp. The integration test compares swell's reading on
+swell-link with this model; ``bench/bwest_chirp_params.py`` sweeps pathChirp's
+parameters through it (docs/bwest.md, "chirp under CBR").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from swell.analysis import bwest as est
+
+
+def fifo_chirp_estimates(cap_bps: float, bg_bps: float, bg_bytes: int, n: int = 200, *,
+                         packet_bytes: int = 1000, spread: float = 1.1,
+                         decrease: float = 1.5, busy: int = 5, noise_us: float = 10.0,
+                         onset: float = 0.01, lo_frac: float = 0.1, hi_frac: float = 1.5,
+                         poisson: bool = False, seed: int = 0) -> np.ndarray:
+    """``n`` single-chirp estimates (bit/s) through an ideal FIFO (see the module doc)."""
+    rng = np.random.default_rng(seed)
+    serve = 8e9 / cap_bps  # ns per byte
+    period = bg_bytes * 8 / bg_bps * 1e9 if bg_bps > 0 else np.inf
+    out = np.empty(n)
+    for c in range(n):
+        gaps = est.chirp_gaps(lo_frac * cap_bps, hi_frac * cap_bps, packet_bytes, spread,
+                              float(rng.random()))
+        tx = np.concatenate([[0.0], np.cumsum(gaps)]) + 20e6
+        end = tx[-1] + 1e6
+        if not np.isfinite(period):
+            bg = np.empty(0)
+        elif poisson:
+            k = int(end / period * 1.5) + 20
+            bg = np.cumsum(rng.exponential(period, k))
+            bg = bg[bg < end]
+        else:
+            bg = np.arange(rng.random() * period, end, period)
+        times = np.concatenate([tx, bg])
+        sizes = np.concatenate([np.full(tx.size, packet_bytes), np.full(bg.size, bg_bytes)])
+        which = np.concatenate([np.arange(tx.size), np.full(bg.size, -1)])
+        order = np.argsort(times, kind="stable")
+        free, rx = 0.0, np.zeros(tx.size)
+        for t, size, k in zip(times[order], sizes[order], which[order], strict=True):
+            free = max(t, free) + size * serve
+            if k >= 0:
+                rx[k] = free
+        out[c] = est.chirp_estimate(tx.astype(np.int64), rx.astype(np.int64), packet_bytes,
+                                    decrease, busy, noise_us * 1e3, onset)
+    return out

@@ -1,0 +1,73 @@
+"""The Figure 12 table (docs/bwest.md) from a study's results.json.
+
+One row per background, one column group per estimator: the delivered
+background, the truth (mean over runs of each run's mean truth over its
+estimates' spans), the low and high estimates (SLoPS) or the estimate
+(chirp) as mean ± sd over runs of each run's mean, and the error against the
+truth per 1 s bin: mean ± sd over runs of each run's mean error, with the
+number of estimates over all runs in brackets.
+
+Usage: .venv/bin/python bench/bwest_fig12_table.py STUDY/results.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+
+def _ms(values: list[float], nd: int = 1, sign: bool = False) -> str:
+    v = np.array([x for x in values if x is not None and math.isfinite(x)], float)
+    if v.size == 0:
+        return "none"
+    fmt = f"{{:{'+' if sign else ''}.{nd}f}}"
+    sd = v.std(ddof=1) if v.size > 1 else 0.0
+    return f"{fmt.format(v.mean())} ± {sd:.{nd}f}"
+
+
+def _mean(fg: dict[str, Any], key: str) -> float | None:
+    return (fg.get("summary", {}).get(key) or {}).get("mean")
+
+
+def main(path: str) -> None:
+    data = json.loads(open(path).read())
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    order: list[str] = []
+    for r in data["runs"]:
+        bg, fg = r["point"]["background"], r["point"]["foreground"]
+        groups[(bg, fg)].append(r)
+        if bg not in order:
+            order.append(bg)
+    fgs = sorted({k[1] for k in groups}, key=lambda s: (s != "SLoPS", s))
+    print("| background | asked | delivered | estimator | runs | truth | low | high | "
+          "estimate | error % (n) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for bg in order:
+        for fgl in fgs:
+            runs = groups.get((bg, fgl), [])
+            if not runs:
+                continue
+            f = [r["foreground"] for r in runs]
+            asked = runs[0]["load"]["reverse"]["asked_mbps"]
+            delivered = _ms([r["load"]["reverse"]["bottleneck_bg_mbps"] for r in runs])
+            n = sum(len(x.get("error_pct", [])) for x in f)
+            chirp = fgl != "SLoPS"
+            low = "" if chirp else _ms([_mean(x, "low_mbps") for x in f])
+            high = "" if chirp else _ms([_mean(x, "high_mbps") for x in f])
+            est = _ms([_mean(x, "estimate_mbps") for x in f])
+            good = ""
+            if chirp:
+                ch = [c for x in f for c in x.get("chirps", [])]
+                good = f" ({sum(c[1] is not None for c in ch)}/{len(ch)} chirps usable)"
+            print(f"| {bg} | {asked:.1f} | {delivered} | {fgl} | {len(runs)} | "
+                  f"{_ms([_mean(x, 'truth_mbps') for x in f])} | {low} | {high} | {est}"
+                  f"{good} | {_ms([_mean(x, 'error_pct') for x in f], sign=True)} ({n}) |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
