@@ -12,21 +12,34 @@ put there stay), puts the machine's emulated hosts on it as ``/32`` aliases
 and routes the experiment's network via the router. On the router the kernel
 forwards, but never directly between the two sides: a policy rule per
 incoming link sends every packet into the emulator core, a namespace
-``<prefix>-core`` joined to the router by two veths (one per side), where
-``swell-link`` (:mod:`swell.topologies.linkemu`) applies the source host's
-access link, the bottleneck in that direction and the destination host's
-access link, and hands the packet back on the other side's veth; from there
-the main table routes it to the destination machine. The local dumbbell uses
-the same engine configuration (:func:`swell.topologies.engines.native_config`);
-only the ports differ. Captures (one pcap per bottleneck direction) are
-written by the engine on the router: the ``capture`` group is the router.
+``<prefix>-core`` joined to the router by two veths (one per side), and the
+packet is shaped by the source host's access link, the bottleneck in that
+direction and the destination host's access link before the main table routes
+it to the destination machine. Two engines, as locally (``router_engine``,
+chosen on the router by ``swell testbed host up``; ``auto`` takes netem where
+the router's kernel has ``sch_netem`` and ``sch_htb``):
+
+* **netem**: the core forwards with the kernel and tc shapes at three egress
+  points per direction (:func:`netem_batches`, :mod:`swell.topologies.netem`'s
+  htb/netem forms): the router's veth into the core (source host, by source
+  address), the core's veth out (the bottleneck) and the router's port to the
+  destination machine (destination host, by destination address); one
+  ``tcpdump`` per direction on the core's egress captures the bottleneck;
+* **native**: ``swell-link`` (:mod:`swell.topologies.linkemu`) on the core's
+  two ports applies the three links and writes the bottleneck captures itself;
+  the local dumbbell uses the same engine configuration
+  (:func:`swell.topologies.engines.native_config`); only the ports differ.
+
+Captures are written on the router: the ``capture`` group is the router.
 
 This module is pure: :func:`plan_testbed` turns a topology spec (the one the
 local run would use, access links drawn from the model with the run's seed)
 and a :class:`HostsFile` into a :class:`TestbedPlan`; :func:`write_inventory`
 writes the Ansible inventory, per-host variables and ``ansible.cfg``. The
 commands that act on one machine are in :mod:`swell.topologies.testbed_host`.
-:class:`SshPlace` is the :class:`~swell.placement.Place` of a testbed machine.
+:class:`SshPlace` is the :class:`~swell.placement.Place` of a testbed machine;
+with a :class:`~swell.topologies.testbed_files.MachineFiles` its commands name
+the machine's own copies of the run's files (pushed over ssh).
 """
 
 from __future__ import annotations
@@ -35,7 +48,7 @@ import ipaddress
 import shlex
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,6 +60,7 @@ from swell.fsutil import write_json, write_text
 from swell.placement import Place
 from swell.topologies.addressing import NodePlan, plan_addresses
 from swell.topologies.spec import LinkDir, TopologySpec, format_validation_error
+from swell.topologies.testbed_files import MachineFiles
 
 ROLES = ("bg_clients", "bg_servers", "fg_clients", "fg_servers")
 GROUPS = ("router", *ROLES, "capture")
@@ -73,11 +87,13 @@ class Machine(_Strict):
     iface: str = Field(..., min_length=1, max_length=15)  # its experiment interface
     router_iface: str = Field(..., min_length=1, max_length=15)  # the router's end
     role: Role
+    workdir: str | None = None  # this machine's own work directory (default: the file's)
 
 
 class RouterHost(_Strict):
     name: str = Field("router0", pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
     address: str
+    workdir: str | None = None
 
 
 class HostsFile(_Strict):
@@ -88,6 +104,8 @@ class HostsFile(_Strict):
     swell: str = "swell"  # the command that runs swell on every machine
     workdir: str = "/var/tmp/swell-testbed"  # swell's files on the machines
     links_network: ipaddress.IPv4Network = ipaddress.IPv4Network("172.30.0.0/16")
+    # the router's shaping: netem/htb where its kernel has them (auto), or swell-link
+    router_engine: Literal["auto", "netem", "native"] = "auto"
     router: RouterHost
     machines: tuple[Machine, ...]
 
@@ -108,6 +126,17 @@ class HostsFile(_Strict):
 
     def by_role(self, role: str) -> list[Machine]:
         return [m for m in self.machines if m.role == role]
+
+    def workdir_of(self, name: str) -> str:
+        """The work directory of machine ``name`` (its own, else the file's)."""
+        for m in (self.router, *self.machines):
+            if m.name == name:
+                return m.workdir or self.workdir
+        raise SwellError("hosts", f"no machine {name!r}")
+
+    def state_of(self, name: str, prefix: str) -> str:
+        """Everything swell keeps on machine ``name`` for run ``prefix``."""
+        return f"{self.workdir_of(name)}/{prefix}/{name}"
 
 
 def load_hosts(path: str | Path) -> HostsFile:
@@ -265,21 +294,61 @@ def engine_config(plan: TestbedPlan, state: str) -> dict[str, Any]:
                                 seed=spec.seed).to_json()
 
 
+def netem_batches(plan: TestbedPlan, mtu: int = 1500) -> dict[str, list[list[str]]]:
+    """The router's tc commands when it shapes with netem/htb (:mod:`.netem`'s forms).
+
+    The packet's path through the router gives three egress points per direction,
+    as in the local dumbbell: the router's veth into the core (the source host's
+    access link, classified by source address), the core's veth out (the
+    bottleneck in that direction) and the router's port to the destination
+    machine (the destination host's access link, by destination address).
+    ``router``: commands in the router's namespace; ``core``: in the core's.
+    """
+    from swell.topologies import netem
+    from swell.topologies.spec import spec_from_dict
+
+    spec = spec_from_dict(plan.spec, "testbed spec")
+    core = plan.core
+    halves = {side: ipaddress.ip_network(net) for side, net in core["halves"].items()}
+    shaped = [(h, LinkDir.model_validate(h.link)) for h in plan.hosts if h.link is not None]
+    out: dict[str, list[list[str]]] = {"router": [], "core": []}
+    out["core"] += netem.bottleneck_cmds(core["right"]["core_if"],
+                                         spec.bottleneck.forward_dir(), mtu)
+    out["core"] += netem.bottleneck_cmds(core["left"]["core_if"],
+                                         spec.bottleneck.reverse_dir(), mtu)
+    for side in ("left", "right"):
+        pairs = [(ipaddress.ip_address(h.ip), link) for h, link in shaped if h.side == side]
+        if pairs:
+            out["router"] += netem.access_cmds(core[side]["router_if"], pairs, "src",
+                                               halves[side], mtu)  # type: ignore[arg-type]
+    for port in plan.ports:
+        pairs = [(ipaddress.ip_address(h.ip), link) for h, link in shaped
+                 if h.machine == port.machine]
+        if pairs:
+            out["router"] += netem.access_cmds(port.ifname, pairs, "dst",
+                                               halves[port.side], mtu)  # type: ignore[arg-type]
+    return out
+
+
 def host_vars(plan: TestbedPlan, hosts: HostsFile) -> dict[str, dict[str, Any]]:
     """Per-machine variables: ``swell_host`` is what ``swell testbed host up`` reads."""
     out: dict[str, dict[str, Any]] = {}
     for m, edge in zip(hosts.machines, plan.edges, strict=True):
-        state = f"{hosts.workdir}/{plan.prefix}/{m.name}"
+        state = hosts.state_of(m.name, plan.prefix)
         out[m.name] = {"ansible_host": m.address, "swell_state": state,
+                       "swell_workdir": f"{hosts.workdir_of(m.name)}/{plan.prefix}",
                        "swell_host": {"kind": "edge", "prefix": plan.prefix, "state": state,
                                       **asdict(edge)}}
-    state = f"{hosts.workdir}/{plan.prefix}/{hosts.router.name}"
+    state = hosts.state_of(hosts.router.name, plan.prefix)
     out[hosts.router.name] = {
         "ansible_host": hosts.router.address, "swell_state": state,
+        "swell_workdir": f"{hosts.workdir_of(hosts.router.name)}/{plan.prefix}",
         "swell_host": {"kind": "router", "prefix": plan.prefix, "state": state,
                        "ports": [asdict(p) for p in plan.ports], "core": plan.core,
                        "rule_pref": RULE_PREF, "tables": TABLES,
-                       "engine": engine_config(plan, state)}}
+                       "engine_choice": hosts.router_engine,
+                       "engine": engine_config(plan, state), "netem": netem_batches(plan),
+                       "capture": plan.spec.get("capture", {"enabled": True, "snaplen": 128})}}
     return out
 
 
@@ -290,7 +359,6 @@ def inventory(plan: TestbedPlan, hosts: HostsFile) -> dict[str, Any]:
         "ansible_user": ssh.user, "ansible_port": ssh.port,
         "ansible_python_interpreter": hosts.python,
         "swell_cmd": hosts.swell, "swell_prefix": plan.prefix,
-        "swell_workdir": f"{hosts.workdir}/{plan.prefix}",
     }
     if ssh.key:
         common["ansible_ssh_private_key_file"] = ssh.key
@@ -346,14 +414,19 @@ class SshPlace(Place):
     host: str
     ssh_args: tuple[str, ...] = ()
     label: str = "ssh"
+    files: MachineFiles | None = field(default=None, compare=False, hash=False)
 
     @property
     def name(self) -> str:  # type: ignore[override]
         return self.label
 
     def argv(self, argv: Sequence[str]) -> list[str]:
+        """The local command that runs ``argv`` there; with ``files``, the command names
+        the machine's copies of the run's files, pushed before it starts."""
         from swell.topologies.ssh_relay import REMOTE
 
+        if self.files is not None:
+            argv = self.files.prepare(argv)
         remote = shlex.join(["sh", "-c", REMOTE, "swell-remote", *argv])
         return [sys.executable, "-m", "swell.topologies.ssh_relay", "ssh", *self.ssh_args,
                 self.host, remote]

@@ -11,8 +11,13 @@ The playbooks stay thin: each copies the machine's rendered variables
   two veths, one policy rule per incoming link (client-side links into the
   left veth, server-side links into the right one), routes to every
   machine's emulated subnets, forwarding on and reverse-path filtering off,
-  offloads off, and ``swell-link`` started detached (``--name <prefix>``; its
-  pid in ``STATE/engine.pid``), waited for until it says ``READY``.
+  offloads off, and the shaping: where the router's kernel has ``sch_netem``
+  and ``sch_htb`` (``router_engine: auto``, or ``netem``), tc's htb/netem on
+  the router's and the core's egress with the core forwarding by the kernel
+  and one ``tcpdump`` per bottleneck direction (pids in
+  ``STATE/tcpdump-*.pid``); otherwise ``swell-link`` started detached
+  (``--name <prefix>``; its pid in ``STATE/engine.pid``), waited for until it
+  says ``READY``. ``STATE/engine.json`` says which.
 
 Everything that is changed is first written to ``STATE/undo.json`` (before the
 change, so a run killed half way can still be undone), with the previous
@@ -25,6 +30,7 @@ still runs from ``STATE`` (by the prefix on its command line), and removes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -77,7 +83,8 @@ class Undo:
 def _gone(err: str) -> bool:
     """Errors that mean the thing to remove is not there any more."""
     return any(s in err for s in ("Cannot find device", "No such", "does not exist",
-                                  "Cannot assign", "not found", "RTNETLINK answers: No such"))
+                                  "Cannot assign", "not found", "RTNETLINK answers: No such",
+                                  "handle of zero"))
 
 
 def _sysctl(undo: Undo, key: str, value: str) -> None:
@@ -162,7 +169,101 @@ def router_up(v: dict[str, Any], undo: Undo, state: Path) -> None:
         for net in p["subnets"]:
             route = [net, "via", p["peer_ip"], "dev", dev]
             _ip(undo, ["route", "add", *route], ["route", "del", *route])
-    start_engine(v, state)
+    engine = router_engine(v.get("engine_choice", "auto"))
+    if engine == "netem":
+        netem_up(v, undo, state)
+    else:
+        start_engine(v, state)
+    write_json(state / "engine.json", {"engine": engine})
+
+
+def router_engine(choice: str) -> str:
+    """netem where this kernel has sch_netem and sch_htb (``auto``), else swell-link."""
+    from swell.topologies.probe import kernel_has_qdisc
+
+    ok = kernel_has_qdisc("netem") and kernel_has_qdisc("htb")
+    if choice == "netem" and not ok:
+        raise EnvironmentProblem("router_engine", "netem asked for but this kernel lacks "
+                                 "sch_netem or sch_htb")
+    return "netem" if choice == "netem" or (choice == "auto" and ok) else "native"
+
+
+def netem_up(v: dict[str, Any], undo: Undo, state: Path) -> None:
+    """The core forwards with the kernel; tc shapes (see ``testbed.netem_batches``); one
+    tcpdump per bottleneck direction on the core's egress, as the local netem engine."""
+    from swell.tcpdump import tcpdump_argv
+    from swell.topologies.netem import to_batch
+
+    core = v["core"]
+    ns = core["netns"]
+    sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+    sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0")
+    for side in ("left", "right"):
+        c = core[side]
+        sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv4.conf.{c['core_if']}.rp_filter=0")
+        sh("ip", "-n", ns, "addr", "add", f"{c['gateway']}/30", "dev", c["core_if"])
+        sh("ip", "-n", ns, "route", "add", core["halves"][side], "via",
+           c["router_ip"].split("/")[0], "dev", c["core_if"])
+    router_devs = sorted({c[c.index("dev") + 1] for c in v["netem"]["router"]})
+    for dev in router_devs:
+        undo.add("tc", "qdisc", "del", "dev", dev, "root")
+    sh("tc", "-batch", "-", input=to_batch(v["netem"]["router"]))
+    sh("ip", "netns", "exec", ns, "tc", "-batch", "-", input=to_batch(v["netem"]["core"]))
+    write_json(state / "tc-devices.json", {"router": router_devs, "core":
+                                           [core["right"]["core_if"], core["left"]["core_if"]]})
+    if not v["capture"].get("enabled", True):
+        return
+    (state / "capture").mkdir(parents=True, exist_ok=True)
+    for direction, side in (("forward", "right"), ("reverse", "left")):
+        pcap = state / "capture" / f"bottleneck-{direction}.pcap"
+        err = state / f"tcpdump-{direction}.err"
+        argv = ["ip", "netns", "exec", ns, *tcpdump_argv(core[side]["core_if"], pcap,
+                                                         int(v["capture"]["snaplen"]), "out")]
+        with err.open("wb") as fe:
+            proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=fe,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        (state / f"tcpdump-{direction}.pid").write_text(str(proc.pid))
+        deadline = time.monotonic() + 10
+        while b"listening on" not in err.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise EnvironmentProblem("tcpdump", err.read_text().strip()[-300:] or
+                                         "not capturing within 10 s")
+            time.sleep(0.05)
+
+
+def _stop_netem(prefix: str, state: Path) -> bool:
+    """SIGINT the captures (they flush), keep the qdiscs' counters; True if any ran."""
+    pids = []
+    for f in sorted(state.glob("tcpdump-*.pid")):
+        try:
+            pid = int(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if str(state).encode() in b" ".join(_cmdline(pid)):
+            pids.append(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{p}").exists() and not _zombie(p) for p in pids) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    _stop([p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)])
+    try:
+        devs = json.loads((state / "tc-devices.json").read_text())
+    except (OSError, ValueError):
+        return bool(pids)
+    stats: dict[str, Any] = {}
+    for where, names in devs.items():
+        for dev in names:
+            argv = ["tc", "-s", "-j", "qdisc", "show", "dev", dev]
+            if where == "core":
+                argv = ["ip", "netns", "exec", f"{prefix}-core", *argv]
+            res = sh(*argv, check=False)
+            if res.returncode == 0 and res.stdout.strip():
+                stats[f"{where}/{dev}"] = json.loads(res.stdout)
+    write_json(state / "tc-stats.json", stats)
+    return bool(pids) or bool(stats)
 
 
 def start_engine(v: dict[str, Any], state: Path, timeout: float = 10.0) -> int:
@@ -268,6 +369,8 @@ def host_down(prefix: str, state: Path) -> list[str]:
 
 def stop_engine(prefix: str, state: Path) -> bool:
     """Stop this machine's engine (it flushes its captures); True if one was running."""
+    if (state / "tc-devices.json").exists():
+        return _stop_netem(prefix, state)
     pids = _engine_pid(prefix, state)
     _stop(pids, timeout=10.0)
     return bool(pids)
@@ -296,15 +399,18 @@ def facts() -> dict[str, Any]:
         lines = (p.stdout or p.stderr).strip().splitlines()
         return lines[0] if lines else "unknown"
 
+    from swell.native import native_dir
     from swell.topologies.probe import kernel_has_qdisc, native_engine_status
 
     ok, why = native_engine_status()
+    gen = native_dir() / "swell-gen"
     sync = version("timedatectl", "show", "-p", "NTPSynchronized", "--value")
     return {
         "hostname": platform.node(), "kernel": platform.release(),
         "machine": platform.machine(), "cpus": os.cpu_count(),
         "netem": kernel_has_qdisc("netem"), "htb": kernel_has_qdisc("htb"),
         "native_engine": ok, "why_not_native": why, "clock_synchronized": sync,
+        "native_dir": str(gen.parent.resolve()) if gen.exists() else None,
         "tools": {"tc": version("tc", "-V"), "ethtool": version("ethtool", "--version"),
                   "httperf": version("httperf", "--version"),
                   "apache2": version("/usr/sbin/apache2", "-v"),

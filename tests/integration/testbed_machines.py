@@ -10,13 +10,21 @@ in the test's temporary directory; nothing under ``/etc/ssh`` or ``~/.ssh`` is
 read or written. The privilege separation directory ``/run/sshd`` is made if
 missing and removed again afterwards. Experiment links are veths from each
 machine's ``exp0`` to the router's ``r<N>`` (offloads off).
+
+The machines share this host's file system, unlike real ones. To show that a
+run needs nothing from the control machine but SSH, ``hide`` lists control
+folders each sshd (and so everything started over ssh) sees covered by an empty
+read-only tmpfs in its own mount namespace, and :meth:`Machines.hosts_file`
+can give every machine its own work directory.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import time
@@ -63,8 +71,10 @@ class Machines:
     def known_hosts(self) -> Path:
         return self.tmp / "known_hosts"
 
-    def hosts_file(self, roles: dict[str, str], workdir: Path) -> Path:
-        """A hosts file for swell (router ``rtr``; ``roles``: machine -> role)."""
+    def hosts_file(self, roles: dict[str, str], workdir: Path,
+                   own_workdirs: Path | None = None) -> Path:
+        """A hosts file for swell (router ``rtr``; ``roles``: machine -> role;
+        ``own_workdirs``: every machine's work directory is its own folder in it)."""
         data = {
             "ssh": {"user": "root", "key": str(self.key), "known_hosts": str(self.known_hosts),
                     "strict_host_keys": False},
@@ -77,6 +87,10 @@ class Machines:
                           "router_iface": f"r{i}", "role": roles[m]}
                          for i, m in enumerate(self.names) if m != "rtr"],
         }
+        if own_workdirs is not None:
+            data["router"]["workdir"] = str(own_workdirs / "rtr")
+            for entry in data["machines"]:
+                entry["workdir"] = str(own_workdirs / entry["name"])
         path = self.tmp / "hosts.yml"
         path.write_text(yaml.safe_dump(data))
         return path
@@ -100,8 +114,10 @@ class Machines:
             shutil.rmtree("/run/sshd", ignore_errors=True)
 
 
-def start_machines(netns: NetnsSet, tmp: Path, names: list[str]) -> Machines:
-    """``names`` (one of them ``rtr``) as sshd namespaces on a management bridge."""
+def start_machines(netns: NetnsSet, tmp: Path, names: list[str],
+                   hide: tuple[Path, ...] = ()) -> Machines:
+    """``names`` (one of them ``rtr``) as sshd namespaces on a management bridge;
+    ``hide``: folders the machines see empty (see the module docstring)."""
     m = Machines(netns, tmp, names)
     net = free_mgmt_net()
     hosts = list(net.hosts())
@@ -134,8 +150,14 @@ def start_machines(netns: NetnsSet, tmp: Path, names: list[str]) -> Machines:
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
             "StrictModes no", "UseDNS no", "MaxStartups 100", "MaxSessions 100",
             "Subsystem sftp internal-sftp", ""]))
-        m.procs.append(netns.popen(ns, [SSHD, "-D", "-e", "-u0", "-f", str(cfg)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        sshd = [SSHD, "-D", "-e", "-u0", "-f", str(cfg)]
+        if hide:
+            mounts = " && ".join(f"mount -t tmpfs -o ro,size=64k swell-hidden {shlex.quote(str(h))}"
+                                 for h in hide)
+            sshd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    f"{mounts} && exec {shlex.join(sshd)}"]
+        m.procs.append(netns.popen(ns, sshd, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL))
     for i, name in enumerate(names):
         if name != "rtr":
             netns.veth(m.ns[name], "exp0", m.ns["rtr"], f"r{i}")
@@ -146,3 +168,36 @@ def start_machines(netns: NetnsSet, tmp: Path, names: list[str]) -> Machines:
                 raise RuntimeError(f"sshd of {name} not reachable")
             time.sleep(0.1)
     return m
+
+
+def leftovers(m: Machines, prefix: str, workdirs: list[Path], plan: Any) -> list[str]:
+    """Everything with the run's prefix still on any machine (or files in a workdir)."""
+    left = [f"netns {n}" for n in os.listdir("/run/netns") if n.startswith(prefix)]
+    aliases = {h.ip for h in plan.hosts} | {e.link_ip.split("/")[0] for e in plan.edges} | \
+        {p.ip.split("/")[0] for p in plan.ports}
+    for name, ns in m.ns.items():
+        links = subprocess.run(["ip", "-n", ns, "-o", "link"], capture_output=True,
+                               text=True).stdout
+        left += [f"{name}: link {w}" for w in re.findall(r"\d+: ([^:@]+)", links)
+                 if w.startswith(prefix)]
+        addrs = subprocess.run(["ip", "-n", ns, "-o", "-4", "addr"], capture_output=True,
+                               text=True).stdout
+        left += [f"{name}: address {a}" for a in re.findall(r"inet ([\d.]+)/", addrs)
+                 if a in aliases]
+        rules = subprocess.run(["ip", "-n", ns, "rule"], capture_output=True, text=True).stdout
+        left += [f"{name}: rule {r}" for r in rules.splitlines() if r.startswith("77")]
+        routes = subprocess.run(["ip", "-n", ns, "route", "show", "table", "all"],
+                                capture_output=True, text=True).stdout
+        left += [f"{name}: route {r}" for r in routes.splitlines()
+                 if r.startswith("10.78.") or "table 770" in r]
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if prefix.encode() in cmd and b"pytest" not in cmd:
+                shown = cmd.replace(b"\0", b" ")[:80]
+                left.append(f"process {pid}: {shown!r}")
+    left += [f"files: {w / prefix}" for w in workdirs if (w / prefix).exists()]
+    return left

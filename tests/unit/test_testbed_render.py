@@ -98,3 +98,48 @@ def test_links_network_must_not_overlap(tmp_path):
     hosts = {**HOSTS, "links_network": "10.78.0.0/16"}
     with pytest.raises(SwellError, match="overlaps"):
         _plan(tmp_path, hosts)
+
+
+def test_netem_router_shapes_every_access_link_and_the_bottleneck(tmp_path):
+    hf, plan = _plan(tmp_path)
+    tc = host_vars(plan, hf)["core"]["swell_host"]["netem"]
+    core = plan.core
+
+    def on(cmds, dev):
+        return [c for c in cmds if c[c.index("dev") + 1] == dev]
+
+    def netems(cmds, dev):
+        return [c for c in on(cmds, dev) if c[0] == "qdisc" and "netem" in c]
+
+    # bottleneck: forward leaves the core towards the servers, reverse towards the clients
+    fwd = netems(tc["core"], core["right"]["core_if"])
+    rev = netems(tc["core"], core["left"]["core_if"])
+    assert len(fwd) == len(rev) == 1 and "10000us" in fwd[0] and "10000us" in rev[0]
+    assert ["rate", "20000000bit"] == on(tc["core"], core["right"]["core_if"])[1][9:11]
+    # uplinks by source on the router's veths into the core, one class per shaped host
+    left_up = netems(tc["router"], core["left"]["router_if"])
+    right_up = netems(tc["router"], core["right"]["router_if"])
+    assert sorted(c[c.index("delay") + 1] for c in left_up) == \
+        ["1000us", "2000us", "3000us", "4000us", "5000us"]
+    assert [c[c.index("delay") + 1] for c in right_up] == ["7000us", "7000us"]
+    srcs = [c for c in on(tc["router"], core["left"]["router_if"]) if "flowid" in c]
+    assert {c[c.index("src") + 1] for c in srcs} == \
+        {f"{h.ip}/32" for h in plan.hosts if h.side == "left" and h.link}
+    # downlinks by destination on each machine's port, only that machine's hosts
+    for port in plan.ports:
+        mine = {f"{h.ip}/32" for h in plan.hosts if h.machine == port.machine and h.link}
+        dsts = {c[c.index("dst") + 1] for c in on(tc["router"], port.ifname) if "flowid" in c}
+        assert dsts == mine
+    assert not on(tc["router"], "eth4")  # the foreground client machine: unshaped
+
+
+def test_each_machine_may_have_its_own_workdir(tmp_path):
+    hosts = json.loads(json.dumps(HOSTS))
+    hosts["workdir"] = "/var/tmp/common"
+    hosts["machines"][0]["workdir"] = "/srv/c0"
+    hf, plan = _plan(tmp_path, hosts)
+    hv = host_vars(plan, hf)
+    assert hv["c0"]["swell_state"] == "/srv/c0/swl0001/c0"
+    assert hv["c0"]["swell_workdir"] == "/srv/c0/swl0001"
+    assert hv["c1"]["swell_state"] == "/var/tmp/common/swl0001/c1"
+    assert hv["core"]["swell_host"]["engine_choice"] == "auto"
