@@ -12,7 +12,8 @@ one engine after the other in the same kernel, and each row measures:
 * **RTT error**: median ping RTT between a client and a server minus the
   configured round trip (2 x access + bottleneck both ways), and the same on
   the spec with every delay zero (the path's own cost), so the delay error is
-  the difference of the two;
+  the difference of the two; and the delayed spec again on an IPv6 address
+  plan (``fd00:5e11::/48``), the same path over IPv6;
 * **spacing at the bottleneck's exit**: a burst of 60 full-size packets
   (1514-byte frames) through a 10 Mbit/s bottleneck, gaps between departures in
   the bottleneck capture against the serialisation time size/R (1211 us): a
@@ -26,7 +27,11 @@ one engine after the other in the same kernel, and each row measures:
 Under TCG (no KVM) every figure is relative: emulated CPUs add time to every
 packet and every timer; compare the engines with each other, not with the
 configured values of a real machine. The output is a markdown table and a JSON
-file (``--out``).
+file (``--out``), the JSON rewritten after every row so a run stopped from
+outside keeps what it measured; a row that fails is reported as such (its
+error in the JSON) and the others still run. ``--engines native`` measures one
+engine only; ``--resume`` keeps the rows of an earlier ``--out`` run on the
+same kernel that did not fail and measures only the rest.
 """
 
 from __future__ import annotations
@@ -55,10 +60,10 @@ _SEQ = re.compile(r"icmp_seq=(\d+) .*time=([0-9.]+) ms")
 ENGINES = ("netem", "native")
 
 
-def rtt_spec(delays: bool) -> dict[str, Any]:
+def rtt_spec(delays: bool, network: str = "10.81.0.0/16") -> dict[str, Any]:
     k = 1.0 if delays else 0.0
     return {
-        "network": "10.81.0.0/16",
+        "network": network,
         "bottleneck": {"rate_mbps": 100, "delay_ms": 10 * k, "queue_packets": 500,
                        "reverse": {"rate_mbps": 100, "delay_ms": 5 * k, "queue_packets": 500}},
         "clients": {"count": 1, "access": {"delay_ms": 1 * k}},
@@ -91,6 +96,16 @@ def rtt_row(engine: str) -> dict[str, float]:
     out["error_ms"] = out["delayed_median_ms"] - out["delayed_configured_ms"] - out[
         "zero_median_ms"]
     return out
+
+
+def rtt6_row(engine: str) -> dict[str, float]:
+    """The delayed RTT spec on an IPv6 plan: median and p90 RTT, configured RTT."""
+    with Topology(spec_from_dict(rtt_spec(True, "fd00:5e11::/48")), engine=engine) as topo:
+        a, b = topo.clients[0], topo.servers[0]
+        rtts = list(ping(topo, a, b, 200, 0.01).values())[5:]
+        configured = topo.expected_rtt_ms(a, b)
+    return {"median_ms": statistics.median(rtts), "p90_ms": statistics.quantiles(rtts, n=10)[-1],
+            "configured_ms": configured, "replies": len(rtts) + 5}
 
 
 def spacing_row(engine: str, work: Path) -> dict[str, float]:
@@ -148,7 +163,8 @@ def throughput_row(engine: str, seconds: int = 8) -> dict[str, float]:
                            "capture": {"enabled": False}})
     with Topology(spec, engine=engine) as topo:
         a, b = topo.fg_clients[0], topo.fg_servers[0]
-        srv = topo.popen_in(b, ["iperf3", "-s", "-1", "-B", b.ip, "-p", "5310"],
+        # --forceflush: without it iperf3 buffers "Server listening" in the pipe
+        srv = topo.popen_in(b, ["iperf3", "-s", "-1", "--forceflush", "-B", b.ip, "-p", "5310"],
                             stdout=subprocess.PIPE, text=True)
         while "listening" not in (line := srv.stdout.readline()):
             assert line, "iperf3 server exited"
@@ -169,13 +185,19 @@ def cpu_kind() -> str:
 
 def table(res: dict[str, dict[str, Any]]) -> str:
     def f(engine: str, part: str, key: str, fmt: str = "{:.2f}") -> str:
-        return fmt.format(res[engine][part][key])
+        row = res.get(engine, {}).get(part)
+        if row is None:
+            return "not run"
+        if "error" in row:
+            return "failed"
+        return fmt.format(row[key])
 
     rows = [
         ("RTT, zero-delay spec (path cost), median ms", "rtt", "zero_median_ms", "{:.3f}"),
         ("RTT, 21 ms configured, median ms", "rtt", "delayed_median_ms", "{:.3f}"),
         ("RTT p90 ms (21 ms configured)", "rtt", "delayed_p90_ms", "{:.3f}"),
         ("delay error: median - configured - path cost, ms", "rtt", "error_ms", "{:+.3f}"),
+        ("IPv6 plan: RTT, 21 ms configured, median ms", "rtt6", "median_ms", "{:.3f}"),
         ("exit spacing: median gap us (size/R = 1211)", "spacing", "median_gap_us", "{:.0f}"),
         ("exit spacing: gaps within 10% of size/R", "spacing", "within_10pct", "{:.0%}"),
         ("exit spacing: gaps under size/(2R) (bursts)", "spacing", "below_half", "{:.0%}"),
@@ -196,12 +218,32 @@ def table(res: dict[str, dict[str, Any]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="folder for results.json, table.md")
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help="comma-separated engines to measure (netem, native)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep rows of OUT/results.json measured on this kernel without error")
     args = ap.parse_args()
+    engines = [e for e in args.engines.split(",") if e]
+    if not engines or any(e not in ENGINES for e in engines):
+        ap.error(f"--engines takes {', '.join(ENGINES)}")
     res: dict[str, dict[str, Any]] = {}
+    meta = {"kernel": platform.release(), "cpu": cpu_kind(), "python": platform.python_version()}
+    prior: dict[str, Any] = {}
+    if args.resume and args.out is not None and (args.out / "results.json").is_file():
+        old = json.loads((args.out / "results.json").read_text())
+        if old.get("meta", {}).get("kernel") == meta["kernel"]:
+            prior = old
+
+    def save() -> None:
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "results.json").write_text(json.dumps({"meta": meta, **res}, indent=1))
+
     with tempfile.TemporaryDirectory() as tmp:
-        for engine in ENGINES:
+        for engine in engines:
             rows = {
                 "rtt": lambda e=engine: rtt_row(e),
+                "rtt6": lambda e=engine: rtt6_row(e),
                 "spacing": lambda e=engine: spacing_row(e, Path(tmp)),
                 "bernoulli": lambda e=engine: loss_row(e, {"kind": "bernoulli", "p": 0.05}),
                 "gilbert": lambda e=engine: loss_row(
@@ -210,16 +252,23 @@ def main() -> None:
             }
             res[engine] = {}
             for name, row in rows.items():
+                kept = prior.get(engine, {}).get(name)
+                if kept is not None and "error" not in kept:
+                    res[engine][name] = kept
+                    print(f"{engine} {name} (kept):", json.dumps(kept), flush=True)
+                    continue
                 t0 = time.monotonic()
-                res[engine][name] = row()
-                print(f"{engine} {name} ({time.monotonic() - t0:.0f} s):",
-                      json.dumps(res[engine][name]), flush=True)
-    meta = {"kernel": platform.release(), "cpu": cpu_kind(), "python": platform.python_version()}
+                try:
+                    res[engine][name] = row()
+                except Exception as exc:  # one failed row must not lose the others
+                    res[engine][name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+                res[engine][name]["seconds"] = round(time.monotonic() - t0, 1)
+                print(f"{engine} {name}:", json.dumps(res[engine][name]), flush=True)
+                save()
     text = table(res)
     print(f"\n{meta}\n\n{text}")
+    save()
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps({"meta": meta, **res}, indent=1))
         (args.out / "table.md").write_text(text + "\n")
 
 
