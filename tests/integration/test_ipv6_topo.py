@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import random
 import re
 import statistics
 import subprocess
+import time
 
 import numpy as np
 
@@ -114,3 +116,29 @@ def test_ipv6_dumbbell_on_swell_link(tmp_path):
           f"reverse (ACKs) {np.mean(rev_rate[1:]) / 1e6:.3f} Mbit/s")
     assert 0.9 * frame_rate <= steady <= 1.02 * frame_rate, fwd_rate
     assert 0 < np.mean(rev_rate[1:]) < 0.1 * np.mean(fwd_rate[1:])
+
+
+def test_thousand_ipv6_hosts_up_down_and_sample_rtts():
+    """1,050 IPv6 hosts: addresses usable at once (nodad), static NDP entries, swell-link."""
+    spec = spec_from_dict({
+        "network": "fd00:77::/48",
+        "bottleneck": {"rate_mbps": 100, "delay_ms": 4, "queue_packets": 500},
+        "clients": {"count": 1000, "namespaces": 4,
+                    "access": [{"delay_ms": 1 + (i % 10), "rate_mbps": 10} for i in range(1000)]},
+        "servers": {"count": 50, "namespaces": 2, "access": {"delay_ms": 1.5}},
+        "foreground": {"clients": 0, "servers": 0},
+    })
+    t0 = time.monotonic()
+    with Topology(spec, engine="native") as topo:
+        up_s = time.monotonic() - t0
+        rnd = random.Random(6)
+        for a in rnd.sample(topo.clients, 5):
+            b = rnd.choice(topo.servers)
+            expected = topo.expected_rtt_ms(a, b)
+            median = ping6_median(topo, a, b, count=8)
+            assert expected - 0.05 <= median <= expected + 1.0, (a.ip, b.ip, median, expected)
+        t1 = time.monotonic()
+    down_s = time.monotonic() - t1
+    print(f"1050 IPv6 hosts: up {up_s:.2f} s, down {down_s:.2f} s")
+    assert topo.report["problems"] == []
+    assert up_s < 30 and down_s < 15
