@@ -224,7 +224,8 @@ def delivery(asked: dict[str, float] | None, background: dict[str, Any],
         elif a is not None and a >= MIN_ASKED_MBPS and delivered > DELIVERED_MAX * a:
             problems.append(f"background {d}: delivered {delivered:.2f} of {a:.2f} Mbit/s "
                             f"asked ({delivered / a:.0%}), well above it, in the window; "
-                            "likely cause: " + _overshoot_cause(d, offered, asked or {}, warm))
+                            "likely cause: " + (load.get("overshoot_cause")
+                                                or _overshoot_cause(d, offered, asked or {}, warm)))
     started = int(conns.get("started") or 0)
     bad = int(conns.get("cut") or 0) + int(conns.get("failed") or 0)
     if started and bad / started > CUT_MAX:

@@ -498,6 +498,11 @@ class ReplayKind(TrafficKind):
             res.metrics["replay"] = {k: gen.summary.get(k) for k in (
                 "asked_mbps", "trace_mbps", "copies", "whole_copies", "partial_copy_share",
                 "planned_mbps", "loop")}
+            # for the run's delivery check: what an overshoot at the bottleneck means here
+            res.metrics["load"] = {"overshoot_cause": (
+                "the emulated hosts answer replayed segments of connections they never "
+                "opened (RSTs), and their answers cross the bottleneck too (raw replay is "
+                "neither responsive nor consistent)")}
         return res
 
     def build(self, ctx: RunContext) -> Generator:
