@@ -26,9 +26,10 @@ is an output: its folder is made on the machine. Files go as one tar stream
 over ssh (``tar -x`` into the machine's ``files`` folder), once per content: an
 unchanged file (same contents; same size and time for one over 1 MiB) is not
 sent again. Pulling (:meth:`MachineFiles.pull`, after the traffic stopped,
-before teardown removes the work directory) brings back every file under ``files/run`` that was not pushed, into the run
-directory; two machines returning the same file with different contents is an
-error, not a silent overwrite.
+before teardown removes the work directory) brings back every file under
+``files/run`` that was not pushed, into the run directory; two machines
+returning the same file with different contents is an error, not a silent
+overwrite.
 
 Every rewritten command is kept (:attr:`MachineFiles.commands`) for the run's
 record (``RUN/testbed/commands.jsonl``): what each machine was asked to run.
