@@ -44,29 +44,37 @@ def main(path: str) -> None:
         if bg not in order:
             order.append(bg)
     fgs = sorted({k[1] for k in groups}, key=lambda s: (s != "SLoPS", s))
-    print("| background | asked | delivered | estimator | runs | truth | low | high | "
-          "estimate | error % (n) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for bg in order:
-        for fgl in fgs:
+    for fgl in fgs:
+        chirp = fgl != "SLoPS"
+        print(f"\n{fgl}:\n")
+        if chirp:
+            print("| background | asked | delivered | truth | estimate | error % (n) | "
+                  "usable chirps |")
+            print("|---|---|---|---|---|---|---|")
+        else:
+            print("| background | asked | delivered | truth | low | high | midpoint | "
+                  "error % (n) | low / high error % |")
+            print("|---|---|---|---|---|---|---|---|---|")
+        for bg in order:
             runs = groups.get((bg, fgl), [])
             if not runs:
                 continue
             f = [r["foreground"] for r in runs]
-            asked = runs[0]["load"]["reverse"]["asked_mbps"]
-            delivered = _ms([r["load"]["reverse"]["bottleneck_bg_mbps"] for r in runs])
+            head = (f"| {bg} | {runs[0]['load']['reverse']['asked_mbps']:.1f} | "
+                    f"{_ms([r['load']['reverse']['bottleneck_bg_mbps'] for r in runs])} | "
+                    f"{_ms([_mean(x, 'truth_mbps') for x in f])} |")
             n = sum(len(x.get("error_pct", [])) for x in f)
-            chirp = fgl != "SLoPS"
-            low = "" if chirp else _ms([_mean(x, "low_mbps") for x in f])
-            high = "" if chirp else _ms([_mean(x, "high_mbps") for x in f])
+            err = f"{_ms([_mean(x, 'error_pct') for x in f], sign=True)} ({n})"
             est = _ms([_mean(x, "estimate_mbps") for x in f])
-            good = ""
             if chirp:
                 ch = [c for x in f for c in x.get("chirps", [])]
-                good = f" ({sum(c[1] is not None for c in ch)}/{len(ch)} chirps usable)"
-            print(f"| {bg} | {asked:.1f} | {delivered} | {fgl} | {len(runs)} | "
-                  f"{_ms([_mean(x, 'truth_mbps') for x in f])} | {low} | {high} | {est}"
-                  f"{good} | {_ms([_mean(x, 'error_pct') for x in f], sign=True)} ({n}) |")
+                print(f"{head} {est} | {err} | {sum(c[1] is not None for c in ch)}/{len(ch)} |")
+            else:
+                lo = _ms([_mean(x, "low_mbps") for x in f])
+                hi = _ms([_mean(x, "high_mbps") for x in f])
+                le = _ms([_mean(x, "error_low_pct") for x in f], sign=True)
+                he = _ms([_mean(x, "error_high_pct") for x in f], sign=True)
+                print(f"{head} {lo} | {hi} | {est} | {err} | {le} / {he} |")
 
 
 if __name__ == "__main__":

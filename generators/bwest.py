@@ -67,8 +67,9 @@ class EstimatorSpec(KindSpec):
 class ProbeSpec(EstimatorSpec):
     """Options of swell's own estimators (swell-probe's sender)."""
 
-    realtime: bool = Field(True, description="run the sender under SCHED_FIFO (root), below "
-                           "the link engine, so it is not descheduled mid-train")
+    realtime: bool = Field(False, description="run the sender under SCHED_FIFO (root), below "
+                           "the link engine: never descheduled mid-train, but on a 2-core host "
+                           "it starves the background's generators (docs/bwest.md)")
 
 
 class SlopsSpec(ProbeSpec):
@@ -81,6 +82,9 @@ class SlopsSpec(ProbeSpec):
     packets: int = Field(100, ge=16, description="packets per stream")
     fraction: float = Field(0.7, gt=0.5, le=1.0, description="share of streams that decides")
     stream_gap_ms: float = Field(10.0, ge=0, description="idle time after each stream")
+    realtime: bool = Field(True, description="run the sender under SCHED_FIFO (root), below "
+                           "the link engine: a 10 ms stream is not broken by a deschedule "
+                           "(it can hold back the background's generators: docs/bwest.md)")
 
 
 class ChirpSpec(ProbeSpec):
@@ -93,7 +97,8 @@ class ChirpSpec(ProbeSpec):
     chirps_per_s: float = Field(5.0, gt=0)
     smooth: int = Field(11, ge=1, description="chirps averaged per reported estimate")
     decrease: float = Field(1.5, gt=1.0, description="excursion end: fall back within 1/F "
-                            "(4 reads CBR right in an ideal FIFO, not on swell-link: "
+                            "(1.5 reads CBR/Poisson of large packets 20-50% high; 4 reads them "
+                            "right in an ideal FIFO, not yet measured on swell-link: "
                             "docs/bwest.md)")
     busy: int = Field(5, ge=2, description="shortest excursion (packets) that counts")
     noise_us: float = Field(10.0, ge=0, description="delay noise floor: no rise beyond it "
@@ -384,7 +389,7 @@ class ProbeGenerator(Generator):
 
     def __init__(self, kind: str, loop: SlopsLoop | ChirpLoop, server: Endpoint,
                  client: Endpoint, port: int, settle_s: float, out: Path,
-                 rt_priority: int | None = RT_PRIORITY) -> None:
+                 rt_priority: int | None = None) -> None:
         super().__init__()
         self.rt_priority = rt_priority
         self.kind, self.loop = kind, loop
