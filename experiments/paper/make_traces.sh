@@ -1,7 +1,7 @@
 #!/bin/sh
 # Build the many-user composites that stand in for the paper's Mawi and Mawi2
 # traces (seed 004, Table 2), from the shared real captures in
-# /work/shared/data (SHARED_DATA overrides). The Auck stand-in is the bundled
+# ../shared/data beside the checkout (SHARED_DATA overrides). The Auck stand-in is the bundled
 # data/pcap/example.pcap and needs no building.
 #
 #   mawi2.pcap: nDPI 443-firefox + opera-vpn, 16 users each, 60 s. Both are
@@ -20,7 +20,7 @@
 #   experiments/paper/make_traces.sh            # from the repository root
 set -eu
 cd "$(dirname "$0")/../.."
-SRC="${SHARED_DATA:-/work/shared/data}/pcap"
+SRC="${SHARED_DATA:-$PWD/../shared/data}/pcap"
 OUT=out/paper/traces
 SWELL="${SWELL:-.venv/bin/swell}"
 for f in ndpi/443-firefox.pcap ndpi/opera-vpn.pcapng ndpi/alexa-app.pcapng ndpi/nintendo.pcap; do

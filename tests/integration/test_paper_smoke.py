@@ -32,7 +32,7 @@ from swell.cli import main as swell_main
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "experiments" / "paper"
 TRACES = ROOT / "out" / "paper" / "traces"
-SHARED = Path(os.environ.get("SHARED_DATA", "/work/shared/data"))
+SHARED = Path(os.environ.get("SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 # figure file -> {sweep key: label of the value to run (or the value)}, foreground override
 PICK: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -93,7 +93,8 @@ def _composites() -> bool:
     if not (SHARED / "pcap" / "ndpi" / "alexa-app.pcapng").is_file():
         return False
     subprocess.run([str(PAPER / "make_traces.sh")], check=True, capture_output=True,
-                   env={**os.environ, "SWELL": str(ROOT / ".venv" / "bin" / "swell")})
+                   env={**os.environ, "SWELL": str(ROOT / ".venv" / "bin" / "swell"),
+                        "SHARED_DATA": str(SHARED)})
     return True
 
 

@@ -183,5 +183,7 @@ def test_every_experiment_file_validates():
             for r in runs:
                 bg = r.spec.background
                 for p in (getattr(bg, "trace", None), getattr(bg, "model", None)):
-                    if p:
+                    # the paper's composites are built from the shared captures by
+                    # experiments/paper/make_traces.sh (test_paper_files checks them)
+                    if p and "out/paper/traces/" not in str(p):
                         assert (f.parent / p).exists(), (f, p)

@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "experiments" / "paper"
 TRACES = ROOT / "out" / "paper" / "traces"
-SHARED = Path(os.environ.get("SHARED_DATA", "/work/shared/data"))
+SHARED = Path(os.environ.get("SHARED_DATA", ROOT.parent / "shared" / "data"))
 FIGURES = ["fig02_03_backgrounds", "fig04_simple_models", "fig05_fixed_loss", "fig06_poisson",
            "fig07_swing", "fig08_capacity", "fig09_bursty", "fig10_video",
            "fig11_video_buffering", "fig12_bwest", "fig13_reverse", "fig14_timescales"]
@@ -39,7 +39,8 @@ def _composites() -> bool:
     if not (SHARED / "pcap" / "ndpi" / "alexa-app.pcapng").is_file():
         return False
     subprocess.run([str(PAPER / "make_traces.sh")], check=True, capture_output=True,
-                   env={**os.environ, "SWELL": str(ROOT / ".venv" / "bin" / "swell")})
+                   env={**os.environ, "SWELL": str(ROOT / ".venv" / "bin" / "swell"),
+                        "SHARED_DATA": str(SHARED)})
     return True
 
 
