@@ -315,23 +315,19 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
     """Sessions (unmapped: no client, ``OBS:PORT`` servers) with their start times.
 
     Without a target, each application draws a Poisson count with the process's
-    mean. With one, the count is chosen by construction for the measured window
-    (from the last of ``cuts``, e.g. the end of the warm-up, to the end):
-    sessions are drawn one by one (application by its share of the expected
-    sessions) and placed by the process over the whole run at one rate, until
-    the bytes of the connections scheduled to start in the window (warm-up
-    sessions' later connections included) are closest to ``target_mbps`` over
-    it. The warm-up gets the same rate of sessions. (Filling the warm-up as a
-    segment of its own overshot short windows: with a 3 s warm-up, its sessions'
-    later connections landed in a 9 s window and offered 5.3-5.6 times the
-    target; placed over the whole run, 1.00 at 10 Mbit/s, docs/scale.md.)
-    Contents never depend on the times: the sessions are i.i.d. draws of the model.
+    mean. With one, the count is chosen by construction, segment by segment of
+    the run (``cuts``: e.g. the end of the warm-up, so the measured window gets its
+    share): sessions are drawn one by one (application by its share of the
+    expected sessions) and placed by the process inside the segment, until the
+    bytes of the connections scheduled to start in the segment (those of earlier
+    segments' sessions included) are closest to ``target_mbps`` over it. Contents
+    never depend on the times: the sessions are i.i.d. draws of the model.
     """
     expected = np.array([process.expected(a, duration_s, scale) for a in apps])
     edges = [0.0, *sorted(c for c in cuts if 0 < c < duration_s), duration_s]
     drawn: list[Session] = []
-    if target_mbps is None:  # a Poisson count per segment, by its share of the run
-        for start, end in zip(edges[:-1], edges[1:], strict=True):
+    for start, end in zip(edges[:-1], edges[1:], strict=True):
+        if target_mbps is None:
             share = (end - start) / duration_s
             for k, app in enumerate(apps):
                 n = int(rng.poisson(expected[k] * share))
@@ -340,22 +336,21 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
                 times = process.place(app, n, start, end, rng)
                 drawn += [Session(0, round(float(t), 9), "", s.rres)
                           for t, s in zip(times, sessions, strict=True)]
-    if target_mbps is None or expected.sum() <= 0:
-        drawn.sort(key=lambda s: s.t)
-        return drawn
-    start = edges[-2]  # the measured window: the last segment
-    budget = target_mbps * 1e6 / 8 * (duration_s - start)
-    total = 0.0
-    weights = expected / expected.sum()
-    while total < budget:
-        k = int(rng.choice(len(apps), p=weights))
-        sess = _draw_session(apps[k], 0.0, "", n_servers, rng, counts)
-        t0 = float(process.place(apps[k], 1, 0.0, duration_s, rng)[0])
-        inside = sum(b for t, b in _conn_bytes(sess, t0) if start <= t < duration_s)
-        if total + inside - budget > budget - total and total > 0:
-            break  # this one would overshoot more than stopping short
-        drawn.append(Session(0, round(t0, 9), "", sess.rres))
-        total += inside
+            continue
+        if expected.sum() <= 0:
+            continue
+        budget = target_mbps * 1e6 / 8 * (end - start)
+        total = float(sum(b for s in drawn for t, b in _conn_bytes(s, s.t) if start <= t < end))
+        weights = expected / expected.sum()
+        while total < budget:
+            k = int(rng.choice(len(apps), p=weights))
+            sess = _draw_session(apps[k], 0.0, "", n_servers, rng, counts)
+            t0 = float(process.place(apps[k], 1, start, end, rng)[0])
+            inside = sum(b for t, b in _conn_bytes(sess, t0) if start <= t < end)
+            if total + inside - budget > budget - total and total > 0:
+                break  # this one would overshoot more than stopping short
+            drawn.append(Session(0, round(t0, 9), "", sess.rres))
+            total += inside
     drawn.sort(key=lambda s: s.t)
     return drawn
 
@@ -411,8 +406,8 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
 
     Session starts come from the arrival process ``arrivals``
     (:mod:`swell.generators.arrivals`); with ``target_mbps`` (payload, both
-    directions) the session count is chosen so the schedule offers that load in
-    the measured window (from the last of ``cuts``, e.g. the end of the warm-up).
+    directions) the session count is chosen so the schedule offers that load, in
+    each segment of the run between ``cuts`` (e.g. the warm-up and the window).
     Sessions are mapped onto the emulated hosts by :mod:`swell.generators.hostmap`
     (``*_rates``: each host's access link rate in Mbit/s, None for unlimited):
     the observed servers' popularity kept, no host asked for more than its link
