@@ -22,19 +22,23 @@ the topology replaced by a testbed:
 6. :func:`~swell.experiments.collect.collect_run` makes the same results entry
    as a local run, plus a ``testbed`` entry, so ``swell report`` is unchanged.
 
-Files: the kinds write their inputs (schedules, Apache's configuration) into
-the run directory on the control machine, and the machines' processes read
-and write their files at the same paths. The run directory must therefore be
-on a file system the machines share at the same path (NFS; the integration
-test's machines share one file system). This is checked before traffic
-starts (:func:`check_shared`); pushing files per machine is not done.
+Files: the machines share nothing with the control machine but SSH. The kinds
+write their inputs (schedules, Apache's configuration and objects) on the
+control machine; every command a machine runs is rewritten to name its own
+copies under its work directory (``<workdir>/<prefix>/<machine>/files``),
+pushed just before the command starts, and what the machines wrote there is
+pulled back into the run directory once the traffic stopped, before
+``collect`` and ``teardown`` (:mod:`swell.topologies.testbed_files`). What
+each machine ran is kept in ``RUN/testbed/commands.jsonl``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,7 @@ from swell.experiments.session import Session
 from swell.experiments.testbed_run import playbook, run_topology
 from swell.fsutil import check_output, dir_lock, write_json, write_text
 from swell.generators.kind import PrepareContext, RunContext
+from swell.native import native_dir
 from swell.placement import Endpoint, Placement
 from swell.progress import Progress
 from swell.topologies.testbed import (
@@ -58,8 +63,7 @@ from swell.topologies.testbed import (
     ssh_args,
     write_inventory,
 )
-
-ENGINE = "native"  # the router's swell-link (the testbed's only engine today)
+from swell.topologies.testbed_files import MachineFiles, machine_roots
 
 
 def hosts_of(testbed: str | Path) -> tuple[HostsFile, Path]:
@@ -92,12 +96,28 @@ def render_plan(plan: RunPlan, hosts: HostsFile, base_dir: Path, models: Path,
     return tb, topo
 
 
-def placement_for(tb: TestbedPlan, hosts: HostsFile) -> Placement:
-    """Every emulated host of the run, placed on its machine (commands over ssh)."""
+def machine_files(tb: TestbedPlan, hosts: HostsFile, facts: dict[str, Any], rdir: Path,
+                  models: Path) -> dict[str, MachineFiles]:
+    """Each edge machine's copies of the run's files (:mod:`swell.topologies.testbed_files`)."""
+    args = ssh_args(hosts)
+    out = {}
+    for m in hosts.machines:
+        root = f"{hosts.state_of(m.name, tb.prefix)}/files"
+        roots = machine_roots(rdir, models, Path(tempfile.gettempdir()), native_dir(), root,
+                              facts.get(m.name, {}).get("native_dir"))
+        out[m.name] = MachineFiles(m.name, m.address, args, root, roots)
+    return out
+
+
+def placement_for(tb: TestbedPlan, hosts: HostsFile,
+                  files: dict[str, MachineFiles] | None = None) -> Placement:
+    """Every emulated host of the run, placed on its machine (commands over ssh; with
+    ``files``, on the machine's own copies of the run's files)."""
     from swell.topologies.placement import access_link, path_facts
     from swell.topologies.spec import LinkDir, spec_from_dict
 
     args = ssh_args(hosts)
+    files = files or {}
     address = {m.name: m.address for m in hosts.machines}
     roles: dict[str, list[Endpoint]] = {"bg_clients": [], "bg_servers": [],
                                         "fg_clients": [], "fg_servers": []}
@@ -105,7 +125,7 @@ def placement_for(tb: TestbedPlan, hosts: HostsFile) -> Placement:
         role = f"{h.role}_{'clients' if h.side == 'left' else 'servers'}"
         link = None if h.link is None else access_link(LinkDir.model_validate(h.link))
         roles[role].append(Endpoint(ip=h.ip, place=SshPlace(address[h.machine], args,
-                                                            h.machine),
+                                                            h.machine, files.get(h.machine)),
                                     group=h.machine, link=link))
     spec = spec_from_dict(tb.spec, "testbed spec")
     return Placement(**{k: tuple(v) for k, v in roles.items()}, path=path_facts(spec))
@@ -113,31 +133,44 @@ def placement_for(tb: TestbedPlan, hosts: HostsFile) -> Placement:
 
 def machine_facts(hosts: HostsFile) -> dict[str, Any]:
     """``swell testbed host facts`` of every machine (kernel, engines, tool versions)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     args = ssh_args(hosts)
+    machines = [(hosts.router.name, hosts.router.address, "router"),
+                *((m.name, m.address, m.role) for m in hosts.machines)]
+    argv = [*hosts.swell.split(), "testbed", "host", "facts"]
+    with ThreadPoolExecutor(max_workers=8) as pool:  # all machines at once
+        answers = list(pool.map(lambda m: SshPlace(m[1], args, m[0]).run(argv, timeout=60),
+                                machines))
     out: dict[str, Any] = {}
-    for name, addr, role in [(hosts.router.name, hosts.router.address, "router"),
-                             *((m.name, m.address, m.role) for m in hosts.machines)]:
-        res = SshPlace(addr, args, name).run([*hosts.swell.split(), "testbed", "host",
-                                              "facts"], timeout=60)
+    for (name, addr, role), res in zip(machines, answers, strict=True):
         if res.returncode != 0:
             raise SwellError(name, f"facts: {res.stderr.strip()[-300:] or 'failed'}")
         out[name] = {"role": role, "address": addr, **json.loads(res.stdout)}
     return out
 
 
-def check_shared(rdir: Path, hosts: HostsFile) -> None:
-    """Every machine sees the run directory at the same path (see the module docstring)."""
-    token = rdir / ".shared-check"
-    write_text(token, rdir.name)
-    args = ssh_args(hosts)
+def pull_files(files: dict[str, MachineFiles], rdir: Path, tdir: Path) -> dict[str, Any]:
+    """Every machine's results back into the run directory (before teardown removes
+    them); the commands each machine ran into ``RUN/testbed/commands.jsonl``."""
+    got: dict[Path, str] = {}
+    summary = {}
+    for name, mf in files.items():
+        back = mf.pull(rdir.resolve(), got)
+        summary[name] = {"pushed_files": len(mf.pushed), "pushed_bytes": mf.bytes_pushed,
+                         "collected_files": len(back), "root": mf.root}
+    lines = [json.dumps(c) for mf in files.values() for c in mf.commands]
+    write_text(tdir / "commands.jsonl", "".join(f"{ln}\n" for ln in lines))
+    return summary
+
+
+def _router_engine(collected: Path) -> str:
+    """The router's shaping engine as it reported it (netem or native)."""
     try:
-        for m in hosts.machines:
-            res = SshPlace(m.address, args, m.name).run(["cat", str(token)], timeout=30)
-            if res.stdout.strip() != rdir.name:
-                raise SwellError(m.name, f"does not see the run directory {rdir} (it must "
-                                 "be shared at the same path, e.g. NFS)")
-    finally:
-        token.unlink(missing_ok=True)
+        return str(json.loads((collected / "engine.json").read_text())["engine"])
+    except (OSError, ValueError, KeyError):
+        raise SwellError(collected, "the router did not say which engine shaped the run "
+                         "(no engine.json collected)") from None
 
 
 def _engine_stats(collected: Path) -> dict[str, Any] | None:
@@ -161,7 +194,6 @@ def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: 
     spec = spec_from_dict(topo_dict, f"{plan.key} topology")
     warnings = bg.check_path(path_facts(spec)) + fg.check_path(path_facts(spec))
     write_json(rdir / "topology.json", json.loads(spec.model_dump_json()))
-    check_shared(rdir, hosts)
     total = exp.warmup_s + exp.duration_s
     if prepare:
         playbook("prepare", tdir)
@@ -169,16 +201,23 @@ def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: 
     try:
         playbook("layout", tdir)
         facts = machine_facts(hosts)
-        record = {"prefix": tb.prefix, "engine": ENGINE, "machines": facts}
+        record: dict[str, Any] = {"prefix": tb.prefix, "machines": facts}
         write_json(rdir / "host.json", {**host_metadata(), "seed": plan.seed,
                                         "congestion_control": exp.congestion_control,
                                         "testbed": record})
-        placement = placement_for(tb, hosts)
+        files = machine_files(tb, hosts, facts, rdir, study / "models")
+        placement = placement_for(tb, hosts, files)
         session = Session(
             bg.build(RunContext(rdir / "background", placement, plan.seed, total, exp.warmup_s)),
             fg.build(RunContext(rdir / "foreground", placement, plan.seed, exp.duration_s, 0.0)),
         )
-        session.run(exp.warmup_s, total, prog)
+        try:
+            session.run(exp.warmup_s, total, prog)
+        except BaseException:
+            with contextlib.suppress(Exception):  # what there is, for the post-mortem
+                pull_files(files, rdir, tdir)
+            raise
+        record["files"] = pull_files(files, rdir, tdir)
         playbook("collect", tdir, {"collect_dest": str(collected)})
     finally:
         playbook("teardown", tdir)
@@ -186,9 +225,15 @@ def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: 
     (rdir / "capture").mkdir(exist_ok=True)
     for pcap in sorted(router.glob("bottleneck-*.pcap")):
         shutil.move(str(pcap), rdir / "capture" / pcap.name)
-    report = {"engine_stats": _engine_stats(router), "problems": []}
+    engine = _router_engine(router)
+    record["engine"] = engine
+    write_json(rdir / "host.json", {**host_metadata(), "seed": plan.seed,
+                                    "congestion_control": exp.congestion_control,
+                                    "testbed": record})
+    report = {"engine_stats": _engine_stats(router) if engine == "native" else None,
+              "problems": []}
     bg_result, fg_result = session.results(bg, fg, exp.warmup_s)
-    result = collect_run(plan, rdir, ENGINE, session.timing, bg_result, fg_result, report,
+    result = collect_run(plan, rdir, engine, session.timing, bg_result, fg_result, report,
                          topo_dict, bg.model_dir(), prefix=tb.prefix, warnings=warnings,
                          asked_mbps=bg.asked_mbps())
     result["testbed"] = record

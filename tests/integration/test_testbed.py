@@ -19,14 +19,13 @@ import re
 import statistics
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from swell.experiments.testbed_run import playbook, render_run
 from swell.topologies.testbed import EmulatedHost
 
-from .testbed_machines import REPO, SSHD, start_machines
+from .testbed_machines import REPO, SSHD, leftovers, start_machines
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, sshd)"),
@@ -64,40 +63,6 @@ def expected_rtt_ms(a: EmulatedHost, b: EmulatedHost, spec: dict) -> float:
     rates = [h.link["rate_mbps"] for h in (a, b) if h.link and h.link.get("rate_mbps")]
     rates = rates * 2 + [bn["rate_mbps"], rev.get("rate_mbps", bn["rate_mbps"])]
     return rtt + sum(FRAME_BITS / (r * 1e6) * 1e3 for r in rates)
-
-
-def leftovers(m, prefix: str, workdir: Path, plan) -> list[str]:
-    """Everything with the run's prefix still on any machine (or files in its workdir)."""
-    left = [f"netns {n}" for n in os.listdir("/run/netns") if n.startswith(prefix)]
-    aliases = {h.ip for h in plan.hosts} | {e.link_ip.split("/")[0] for e in plan.edges} | \
-        {p.ip.split("/")[0] for p in plan.ports}
-    for name, ns in m.ns.items():
-        links = subprocess.run(["ip", "-n", ns, "-o", "link"], capture_output=True,
-                               text=True).stdout
-        left += [f"{name}: link {w}" for w in re.findall(r"\d+: ([^:@]+)", links)
-                 if w.startswith(prefix)]
-        addrs = subprocess.run(["ip", "-n", ns, "-o", "-4", "addr"], capture_output=True,
-                               text=True).stdout
-        left += [f"{name}: address {a}" for a in re.findall(r"inet ([\d.]+)/", addrs)
-                 if a in aliases]
-        rules = subprocess.run(["ip", "-n", ns, "rule"], capture_output=True, text=True).stdout
-        left += [f"{name}: rule {r}" for r in rules.splitlines() if r.startswith("77")]
-        routes = subprocess.run(["ip", "-n", ns, "route", "show", "table", "all"],
-                                capture_output=True, text=True).stdout
-        left += [f"{name}: route {r}" for r in routes.splitlines()
-                 if r.startswith("10.78.") or "table 770" in r]
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if prefix.encode() in cmd and b"pytest" not in cmd:
-                shown = cmd.replace(b"\0", b" ")[:80]
-                left.append(f"process {pid}: {shown!r}")
-    if (workdir / prefix).exists():
-        left.append(f"files: {workdir / prefix}")
-    return left
 
 
 def ping_all(m, plan, pairs) -> dict[tuple[str, str], list[float]]:
@@ -165,7 +130,7 @@ def test_layout_rtts_collect_teardown(testbed, tmp_path):
         assert (dest / "rtr" / "link-stats.jsonl").stat().st_size > 0
     finally:
         playbook("teardown", tdir)
-    assert not leftovers(m, plan.prefix, workdir, plan)
+    assert not leftovers(m, plan.prefix, [workdir], plan)
     playbook("teardown", tdir)  # again: nothing to do, no error
 
 
@@ -193,57 +158,4 @@ def test_teardown_after_a_killed_run(testbed, tmp_path):
     except OSError:
         state = "gone"
     assert state in ("gone", "Z"), state
-    assert not leftovers(m, plan.prefix, workdir, plan)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_study_on_the_testbed(testbed, tmp_path):
-    """``swell run --testbed``: Swing background and httperf across the machines, the
-    same results form as a local run, the background at its asked load, and nothing
-    left on the machines afterwards."""
-    from swell.experiments.report import make_report
-    from swell.experiments.testbed_study import run_testbed_study
-
-    m = testbed
-    exp = tmp_path / "testbed.yaml"
-    # the short schedule drawn from this trace offers ~20 Mbit/s server -> client:
-    # a 50 Mbit/s bottleneck carries it without cutting connections at the end
-    exp.write_text(EXPERIMENT.replace("rate_mbps: 20", "rate_mbps: 50"))
-    workdir = tmp_path / "hostfiles"
-    hosts = m.hosts_file(ROLES, workdir)
-    study = run_testbed_study(exp, hosts, tmp_path / "study")
-    results = json.loads((study / "results.json").read_text())
-    (run,) = results["runs"]
-    for key in ("bottleneck", "foreground", "generator", "load", "timing", "problems",
-                "engine", "spec", "asked_mbps"):
-        assert key in run, key
-    # a 15 s run stops Swing's longer transfers in flight ("cut at the end"), a
-    # consequence of the short window, not of the testbed; every other problem fails
-    problems = [p for p in run["problems"] if "cut at the end and 0 failed" not in p]
-    assert not problems, problems
-    load = run["load"]
-    assert sum(load[d]["asked_mbps"] for d in ("forward", "reverse")) == pytest.approx(2.0)
-    for d in ("forward", "reverse"):
-        assert load[d]["delivered_mbps"] >= 0.8 * load[d]["asked_mbps"], load
-    assert run["bottleneck"]["forward"]["bg_packets"] > 1000
-    assert run["foreground"], "no foreground results"
-    tb = run["testbed"]
-    assert set(tb["machines"]) == set(MACHINES)
-    assert all(f["kernel"] and f["tools"]["httperf"] for f in tb["machines"].values())
-    assert make_report(study).exists()
-    rdir = study / "runs" / run["key"] / f"rep{run['repetition']}"
-    data = json.loads((rdir / "testbed" / "testbed.json").read_text())["plan"]
-    plan = SimpleNamespace(hosts=[EmulatedHost(**h) for h in data["hosts"]],
-                           edges=[SimpleNamespace(**e) for e in data["edges"]],
-                           ports=[SimpleNamespace(**p) for p in data["ports"]])
-    left = leftovers(m, data["prefix"], workdir, plan)
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if any(w in cmd for w in (b"swell-gen", b"httperf", b"ssh_relay", b"apache2 -f")):
-                left.append(f"process {pid}: {cmd[:80]!r}")
-    assert not left, left
+    assert not leftovers(m, plan.prefix, [workdir], plan)
