@@ -478,6 +478,9 @@ class EstimatorKind(TrafficKind):
 
     def check_path(self, path: PathFacts) -> list[str]:
         assert isinstance(self.spec, EstimatorSpec)
+        if path.family == 6:
+            raise SwellError(self.name, "cannot run over IPv6: swell-probe's receiver, "
+                             "pathload and pathChirp speak IPv4 only")
         self.capacity_mbps = path.reverse_mbps
         return check_range(self.name, self.spec, path)
 

@@ -483,7 +483,12 @@ class ReplayKind(TrafficKind):
         return ONE_PAIR
 
     def check_path(self, path: PathFacts) -> list[str]:
-        """An open-loop rate at or above the bottleneck only measures the queue: an error."""
+        """An open-loop rate at or above the bottleneck only measures the queue: an error;
+        so is an IPv6 address plan (the trace's IPv4 packets cannot be mapped onto it)."""
+        if path.family == 6:
+            raise SwellError(self.name, "cannot run over IPv6: tcpreplay replays the trace's "
+                             "IPv4 packets with addresses rewritten one to one onto the hosts "
+                             "(tcprewrite pseudo-NAT); use upb or tpb")
         asked = self.asked_mbps() or {}
         for d, cap in (("reverse", path.reverse_mbps), ("forward", path.forward_mbps)):
             if cap is not None and asked.get(d, 0.0) >= cap:

@@ -130,7 +130,9 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class PathFacts:
-    """The shared link between the two sides (forward: client side -> server side)."""
+    """The shared link between the two sides (forward: client side -> server side), and
+    the IP version (4 or 6) of the topology's address plan, so a kind's ``check_path``
+    can refuse a family it cannot run over before anything runs."""
 
     forward_mbps: float | None = None
     reverse_mbps: float | None = None
@@ -138,6 +140,7 @@ class PathFacts:
     reverse_delay_ms: float = 0.0
     forward_loss: float = 0.0
     reverse_loss: float = 0.0
+    family: int = 4
 
 
 @dataclass(frozen=True)

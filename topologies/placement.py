@@ -65,7 +65,8 @@ def path_facts(spec: Any) -> PathFacts:
     fwd, rev = bn.forward_dir(), bn.reverse_dir()
     return PathFacts(forward_mbps=fwd.rate_mbps, reverse_mbps=rev.rate_mbps,
                      forward_delay_ms=fwd.delay_ms, reverse_delay_ms=rev.delay_ms,
-                     forward_loss=mean_loss(fwd.loss), reverse_loss=mean_loss(rev.loss))
+                     forward_loss=mean_loss(fwd.loss), reverse_loss=mean_loss(rev.loss),
+                     family=spec.network.version)
 
 
 def host_place(topo: Any, host: Any) -> Via:

@@ -1,0 +1,125 @@
+"""``swell check`` refuses kinds that cannot run over IPv6 before anything runs.
+
+A topology's address plan reaches the kinds as ``PathFacts.family`` (4 or 6);
+``tcpreplay`` (IPv4 packets rewritten one to one onto the hosts) and the
+bandwidth estimators (swell-probe's receiver reads ``sockaddr_in``, pathload and
+pathChirp are IPv4 tools) refuse an IPv6 plan in their ``check_path`` with one
+line naming the kind. Every other registered kind passes ``swell check`` on an
+IPv6 file. No root: check builds no topology.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from swell.errors import SwellError
+from swell.experiments.check import check_experiment
+from swell.generators import registry
+from swell.placement import PathFacts
+from swell.topologies.placement import path_facts
+from swell.topologies.spec import spec_from_dict
+
+REPO = Path(__file__).resolve().parents[2]
+TRACE = REPO / "data" / "pcap" / "example.pcap"
+V6, V4 = "fd00:5e12::/48", "10.79.0.0/16"
+
+# kinds that refuse IPv6 and one valid option set of each
+REFUSING = {
+    ("background", "tcpreplay"): {"kind": "tcpreplay", "trace": str(TRACE), "target_mbps": 2},
+    ("foreground", "slops"): {"kind": "slops"},
+    ("foreground", "chirp"): {"kind": "chirp"},
+    ("foreground", "pathload"): {"kind": "pathload"},
+    ("foreground", "pathchirp"): {"kind": "pathchirp"},
+}
+# kinds that run over IPv6 (docs/ipv6.md) whose options need no fitted model
+ALLOWED_BG = [
+    {"kind": "none"},
+    {"kind": "swing", "trace": str(TRACE), "variant": {"target_mbps": 3}},
+    {"kind": "cbr", "proto": "udp", "rate_mbps": 3},
+    {"kind": "poisson", "proto": "tcp", "rate_mbps": 3},
+    {"kind": "upb", "trace": str(TRACE), "target_mbps": 3},
+    {"kind": "tpb", "trace": str(TRACE), "target_mbps": 3},
+    {"kind": "packets", "preset": "DNS"},
+    {"kind": "fixed_loss", "loss": 0.01},
+]
+ALLOWED_FG = [
+    {"kind": "none"},
+    {"kind": "httperf", "object_bytes": 100000},
+    {"kind": "bulk"},
+    {"kind": "video", "rate_kbps": 450, "fps": 30, "duration_s": 5, "buffer_s": 2,
+     "transport": "rtp"},
+]
+
+
+def flow(d: dict) -> str:
+    """A dict as YAML flow style (JSON is YAML)."""
+    import json
+
+    return json.dumps(d)
+
+
+def experiment(tmp: Path, network: str, background: dict, foreground: dict) -> Path:
+    path = tmp / "exp.yaml"
+    path.write_text(
+        "name: v6check\nseed: 1\nduration_s: 5\nwarmup_s: 1\n"
+        "topology:\n"
+        f"  network: \"{network}\"\n"
+        "  bottleneck: {rate_mbps: 20, delay_ms: 10, queue_bytes: 100000}\n"
+        "  clients: {count: 4}\n  servers: {count: 2}\n"
+        "  foreground: {clients: 1, servers: 1}\n"
+        f"background: {flow(background)}\nforeground: {flow(foreground)}\n")
+    return path
+
+
+def test_path_facts_carry_the_plan_family() -> None:
+    base = {"bottleneck": {"rate_mbps": 10}}
+    assert path_facts(spec_from_dict({**base, "network": V6})).family == 6
+    assert path_facts(spec_from_dict({**base, "network": V4})).family == 4
+    assert PathFacts().family == 4
+
+
+@pytest.mark.parametrize(("role", "name"), sorted(REFUSING))
+def test_check_refuses_ipv4_only_kind_on_ipv6(tmp_path: Path, role: str, name: str) -> None:
+    opts = REFUSING[(role, name)]
+    bg = opts if role == "background" else {"kind": "none"}
+    fg = opts if role == "foreground" else {"kind": "none"}
+    with pytest.raises(SwellError) as info:
+        check_experiment(experiment(tmp_path, V6, bg, fg))
+    line = info.value.one_line()
+    assert "\n" not in line
+    assert f"{name}: cannot run over IPv6" in line, line
+    assert str(tmp_path / "exp.yaml") in line
+    # the same file on an IPv4 plan passes: the refusal is the family's
+    check_experiment(experiment(tmp_path, V4, bg, fg))
+
+
+def test_refusing_kinds_are_registered() -> None:
+    for role, name in REFUSING:
+        assert name in registry.kinds(role)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bg", ALLOWED_BG, ids=lambda d: d["kind"])
+def test_check_passes_ipv6_background(tmp_path: Path, bg: dict) -> None:
+    check_experiment(experiment(tmp_path, V6, bg, {"kind": "httperf"}))
+
+
+@pytest.mark.parametrize("fg", ALLOWED_FG, ids=lambda d: d["kind"])
+def test_check_passes_ipv6_foreground(tmp_path: Path, fg: dict) -> None:
+    check_experiment(experiment(tmp_path, V6, {"kind": "poisson", "proto": "udp",
+                                              "rate_mbps": 3}, fg))
+
+
+def test_cli_check_fails_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from swell.cli import main
+
+    path = experiment(tmp_path, V6, {"kind": "none"}, {"kind": "slops"})
+    try:
+        code = main(["check", str(path)])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "slops: cannot run over IPv6" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
