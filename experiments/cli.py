@@ -17,7 +17,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from swell.experiments.runner import run_experiment
 
     if args.testbed:
+        from swell.errors import SwellError
         from swell.experiments.testbed_study import run_testbed_study
+
+        for flag, given, why in (
+                ("--engine", args.engine, "the router's engine is the hosts file's "
+                 "router_engine"),
+                ("--cleanup", args.cleanup, "a testbed run removes only its own prefix; "
+                 "ansible/teardown.yml clears a killed run on the machines")):
+            if given:
+                raise SwellError(flag, f"applies to local runs, not with --testbed: {why}")
 
         study = run_testbed_study(args.experiment, args.testbed, args.output, full=args.full)
     else:

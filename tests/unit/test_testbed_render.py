@@ -143,3 +143,18 @@ def test_each_machine_may_have_its_own_workdir(tmp_path):
     assert hv["c0"]["swell_workdir"] == "/srv/c0/swl0001"
     assert hv["c1"]["swell_state"] == "/var/tmp/common/swl0001/c1"
     assert hv["core"]["swell_host"]["engine_choice"] == "auto"
+
+
+@pytest.mark.parametrize("flag", [["--engine", "native"], ["--cleanup"]])
+def test_local_only_run_flags_are_refused_with_a_testbed(tmp_path, capsys, flag):
+    """--engine and --cleanup act on local runs only: beside --testbed they are an error
+    (exit 2, one line), not silently ignored; nothing is run or written."""
+    from swell.cli import main as swell_main
+
+    out = tmp_path / "study"
+    rc = swell_main(["run", "experiments/demo.yaml", "--testbed", str(tmp_path / "hosts.yml"),
+                     "-o", str(out), *flag])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.count("\n") == 0, err
+    assert flag[0] in err and "--testbed" in err
+    assert not out.exists()
