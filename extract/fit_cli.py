@@ -115,6 +115,12 @@ def format_mmpp_table(model: mmpp.MMPPModel, meta: dict[str, Any]) -> str:
             f"IC of an exact model {100 * r['ic_floor']:.2f} % on logs of this length "
             "(median of simulations): the noise floor"
         )
+    if "ic_selffit" in r:
+        lo, hi = r["ic_selffit_range"]
+        out.append(
+            f"IC of this fit on an exact model's logs of this length {100 * r['ic_selffit']:.2f} %"
+            f" (10-90 %: {100 * lo:.2f}-{100 * hi:.2f} %): what the data's length allows"
+        )
     out.append(f"KS count histogram   {r['ks']:.4f}")
     for n in list(prov.get("notes", [])) + list(r.get("notes", [])):
         out.append(f"  note: {n}")
@@ -128,6 +134,11 @@ def format_check(c: dict[str, Any]) -> str:
         f"{100 * c['ic_refit_vs_data']:.2f} % (original {100 * c['ic_original']:.2f} %, "
         f"difference {100 * abs(c['ic_refit_vs_data'] - c['ic_original']):.2f} points), "
         f"against the model {100 * c['ic_refit_vs_model']:.2f} %, KS {c['ks_refit_vs_data']:.4f}"
+        + (
+            f"; expected noise of one path this long {100 * c['path_noise']:.2f} % (IC)"
+            if math.isfinite(c.get("path_noise", math.nan))
+            else ""
+        )
     )
 
 
