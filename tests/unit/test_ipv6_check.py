@@ -100,6 +100,33 @@ def test_refusing_kinds_are_registered() -> None:
         assert name in registry.kinds(role)  # type: ignore[arg-type]
 
 
+# kinds whose options need a fitted model: checked on PathFacts directly
+MODEL_KINDS = [{"kind": "harpoon", "model": "m"}, {"kind": "rps", "model": "m"}]
+
+
+def test_every_registered_kind_is_classified_for_ipv6() -> None:
+    """Each kind's check_path on an IPv6 path: the refusing ones raise one line naming
+    the kind, every other one does not refuse the family (a new kind must be listed)."""
+    allowed = {("background", d["kind"]): d for d in [*ALLOWED_BG, *MODEL_KINDS]}
+    allowed |= {("foreground", d["kind"]): d for d in ALLOWED_FG}
+    v6 = PathFacts(forward_mbps=20, reverse_mbps=20, family=6)
+    for role in ("background", "foreground"):
+        for name, cls in registry.kinds(role).items():  # type: ignore[arg-type]
+            key = (role, name)
+            assert key in REFUSING or key in allowed, f"{key} not classified for IPv6"
+            kind = cls(cls.Spec.model_validate(REFUSING.get(key) or allowed[key]))
+            if key in REFUSING:
+                with pytest.raises(SwellError, match=f"^{name}: cannot run over IPv6: "):
+                    kind.check_path(v6)
+            else:
+                try:
+                    kind.check_path(v6)
+                except SwellError as exc:
+                    assert "IPv6" not in str(exc), exc
+                except Exception:  # noqa: BLE001, S110 - needs prepare(); check skips it too
+                    pass
+
+
 @pytest.mark.parametrize("bg", ALLOWED_BG, ids=lambda d: d["kind"])
 def test_check_passes_ipv6_background(tmp_path: Path, bg: dict) -> None:
     check_experiment(experiment(tmp_path, V6, bg, {"kind": "httperf"}))
