@@ -19,8 +19,6 @@ when those are absent.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +26,7 @@ import pytest
 import yaml
 
 from swell.cli import main as swell_main
-
-ROOT = Path(__file__).resolve().parents[2]
-PAPER = ROOT / "experiments" / "paper"
-TRACES = ROOT / "out" / "paper" / "traces"
-SHARED = Path(os.environ.get("SHARED_DATA", ROOT.parent / "shared" / "data"))
+from tests.paper_composites import PAPER, SHARED, composites, needs_composites
 
 # figure file -> {sweep key: label of the value to run (or the value)}, foreground override
 PICK: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -85,21 +79,6 @@ def _smoke_file(name: str, tmp: Path) -> Path:
     return path
 
 
-def _needs_composites(name: str) -> bool:
-    return "out/paper/traces" in (PAPER / f"{name}.yaml").read_text()
-
-
-def _composites() -> bool:
-    if (TRACES / "mawi.pcap").is_file() and (TRACES / "mawi2.pcap").is_file():
-        return True
-    if not (SHARED / "pcap" / "ndpi" / "alexa-app.pcapng").is_file():
-        return False
-    subprocess.run([str(PAPER / "make_traces.sh")], check=True, capture_output=True,
-                   env={**os.environ, "SWELL": str(ROOT / ".venv" / "bin" / "swell"),
-                        "SHARED_DATA": str(SHARED)})
-    return True
-
-
 def _check_metric(name: str, run: dict[str, Any]) -> None:
     fg = run.get("foreground") or {}
     kind = (run.get("spec") or {}).get("foreground", {}).get("kind")
@@ -122,7 +101,7 @@ def _check_metric(name: str, run: dict[str, Any]) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PICK))
 def test_figure_smoke(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if _needs_composites(name) and not _composites():
+    if needs_composites(PAPER / f"{name}.yaml") and not composites():
         pytest.skip(f"{name}: the Mawi/Mawi2 composites need the shared captures under {SHARED}")
     monkeypatch.setenv("SWELL_QUIET", "1")
     exp = _smoke_file(name, tmp_path)

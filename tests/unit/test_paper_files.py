@@ -16,36 +16,16 @@ are absent, saying so.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PAPER = ROOT / "experiments" / "paper"
-TRACES = ROOT / "out" / "paper" / "traces"
-SHARED = Path(os.environ.get("SHARED_DATA", ROOT.parent / "shared" / "data"))
+from tests.paper_composites import PAPER, SHARED, composites, needs_composites
+
 FIGURES = ["fig02_03_backgrounds", "fig04_simple_models", "fig05_fixed_loss", "fig06_poisson",
            "fig07_swing", "fig08_capacity", "fig09_bursty", "fig10_video",
            "fig11_video_buffering", "fig12_bwest", "fig13_reverse", "fig14_timescales"]
 IP_PER_PAYLOAD = 1500 / 1448  # a full TCP segment's IP bytes over its payload
-
-
-def _composites() -> bool:
-    """The composite traces, built when missing; False when they cannot be."""
-    if (TRACES / "mawi.pcap").is_file() and (TRACES / "mawi2.pcap").is_file():
-        return True
-    if not (SHARED / "pcap" / "ndpi" / "alexa-app.pcapng").is_file():
-        return False
-    subprocess.run([str(PAPER / "make_traces.sh")], check=True, capture_output=True,
-                   env={**os.environ, "SWELL": str(ROOT / ".venv" / "bin" / "swell"),
-                        "SHARED_DATA": str(SHARED)})
-    return True
-
-
-def _needs_composites(path: Path) -> bool:
-    return "out/paper/traces" in path.read_text()
 
 
 def _load(name: str, full: bool = False):  # type: ignore[no-untyped-def]
@@ -65,7 +45,7 @@ def test_file_validates(name: str, full: bool) -> None:
     assert expand_runs(exp, str(path))
     if name == "base":
         return  # no sweep, no background: what the figures extend
-    if _needs_composites(path) and not _composites():
+    if needs_composites(path) and not composites():
         pytest.skip(f"{name}: the Mawi/Mawi2 composites need the shared captures under {SHARED}")
     summary = check_experiment(path, full=full)
     assert summary.runs == len(expand_runs(exp, str(path)))
@@ -126,7 +106,7 @@ def _asked_s2c(bg, tmp: Path) -> float:  # type: ignore[no-untyped-def]
 ])
 def test_loads_are_the_papers(name: str, capacity: float, loads: set[float],
                               tmp_path: Path) -> None:
-    if _needs_composites(PAPER / f"{name}.yaml") and not _composites():
+    if needs_composites(PAPER / f"{name}.yaml") and not composites():
         pytest.skip(f"{name}: the composites need the shared captures under {SHARED}")
     asked = []
     for _, spec in _points(name):
