@@ -293,8 +293,23 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         "connection_errors": sorted({r["error"] for r in recs if r.get("error")}),
         "engine": run["report"].get("engine"), "problems": run["report"].get("problems"),
         "apps_left_out": usable_apps(model_dir)[2],
+        "acks": ack_summary(cap.path, run["capture_dir"]),
     })
     return result
+
+
+def ack_summary(original: Path, capture_dir: Path) -> dict[str, Any]:
+    """Pure ACKs per data segment of each direction's receiver, original and generated
+    (``swell.analysis.acks``; issue 19: they are most of the client -> server packets)."""
+    from swell.analysis.acks import measure
+
+    gen = measure([str(capture_dir / f) for f in ("bottleneck-forward.pcap",
+                                                 "bottleneck-reverse.pcap")])
+    orig = measure([str(original)])
+    keys = ("data_segments", "acks_by_receiver", "acks_per_data_segment",
+            "pure_ack_share_of_ip_bytes")
+    return {name: {d: {k: res[d][k] for k in keys} for d in ("c2s", "s2c")}
+            for name, res in (("original", orig), ("generated", gen))}
 
 
 def summary_lines(result: FidelityResult) -> list[str]:
@@ -314,6 +329,12 @@ def summary_lines(result: FidelityResult) -> list[str]:
              f"  applications left out (no exchanges to generate): {m['apps_left_out'] or 'none'}",
              "  bytes whose SYN-rule direction matches the bottleneck file: "
              + ", ".join(f"{d} {v:.1%}" for d, v in m["syn_rule_agreement"].items())]
+    if "acks" in m:
+        a = m["acks"]
+        lines.append("  receivers' pure ACKs per data segment, original -> generated: "
+                     + ", ".join(f"of {d} data {a['original'][d]['acks_per_data_segment']:.3f}"
+                                 f" -> {a['generated'][d]['acks_per_data_segment']:.3f}"
+                                 for d in ("c2s", "s2c")))
     if result.ks:
         ds = np.array([k.distance for k in result.ks])
         lines.append(f"  KS distances: {len(ds)} distributions, median D={np.median(ds):.3f}, "

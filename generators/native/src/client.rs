@@ -9,11 +9,16 @@
 //! exactly the response size, waits `think`, and goes on; then it closes and a
 //! record line is written. Timers live in one binary heap; sockets in one mio
 //! poll. Counters go to stdout as JSON lines every `--interval-ms`.
+//!
+//! On the wire a TCP request's header and body leave in one write, and both
+//! ends acknowledge with delayed ACKs (`util::delay_acks`, re-armed after each
+//! read) as the traces' receivers did, not with Linux's per-segment quick ACKs:
+//! the ACKs are most of the client -> server packets (issue 19, docs/scale.md).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, IoSlice, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 
 use mio::net::{TcpStream, UdpSocket};
@@ -339,6 +344,7 @@ impl Runner {
                 Ok(_) => {
                     c.local = t.local_addr().ok();
                     c.phase = Phase::Sending;
+                    delay_acks(t);
                 }
                 Err(_) if is_error => return self.finish(slot, Some("connect failed")),
                 Err(_) => return,
@@ -386,7 +392,16 @@ impl Runner {
                 put_u32(&mut hdr, 0, req as u32);
                 put_u32(&mut hdr, 4, rsp);
                 if c.sent < TCP_HDR as u64 {
-                    t.write(&hdr[c.sent as usize..])
+                    // The header and the start of the body in one write, so a
+                    // request goes out as the trace's did: written alone (the
+                    // socket has TCP_NODELAY) the header was a segment of its
+                    // own, one more packet and server ACK per request.
+                    let body = (req - TCP_HDR as u64).min(ZEROS.len() as u64) as usize;
+                    let parts = [
+                        IoSlice::new(&hdr[c.sent as usize..]),
+                        IoSlice::new(&ZEROS[..body]),
+                    ];
+                    t.write_vectored(&parts)
                 } else {
                     let n = ((req - c.sent) as usize).min(ZEROS.len());
                     t.write(&ZEROS[..n])
@@ -439,7 +454,13 @@ impl Runner {
         let c = self.conns[slot].as_mut().unwrap();
         let is_tcp = matches!(c.sock, Some(Sock::Tcp(_)));
         let res = match c.sock.as_mut().unwrap() {
-            Sock::Tcp(t) => t.read(&mut self.buf),
+            Sock::Tcp(t) => {
+                let res = t.read(&mut self.buf);
+                if matches!(res, Ok(n) if n > 0) {
+                    delay_acks(t); // the delayed-ACK timer may have ended ping-pong mode
+                }
+                res
+            }
             Sock::Udp(u) => u.recv(&mut self.buf),
         };
         match res {

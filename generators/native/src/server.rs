@@ -139,6 +139,7 @@ fn accept_all(
         match l.accept() {
             Ok((mut stream, _)) => {
                 let _ = stream.set_nodelay(true);
+                delay_acks(&stream);
                 let slot = free.pop().unwrap_or_else(|| {
                     conns.push(None);
                     conns.len() - 1
@@ -206,6 +207,7 @@ fn consume(c: &mut SrvConn, mut data: &[u8], stats: &mut Stats) {
 /// Read what is there, write what is owed; false when the connection is finished.
 fn drive(c: &mut SrvConn, buf: &mut [u8], stats: &mut Stats) -> bool {
     let mut eof = false;
+    let mut got = false;
     loop {
         match c.stream.read(buf) {
             Ok(0) => {
@@ -213,6 +215,7 @@ fn drive(c: &mut SrvConn, buf: &mut [u8], stats: &mut Stats) -> bool {
                 break;
             }
             Ok(n) => {
+                got = true;
                 stats.bytes_in += n as u64;
                 consume(c, &buf[..n], stats);
             }
@@ -220,6 +223,9 @@ fn drive(c: &mut SrvConn, buf: &mut [u8], stats: &mut Stats) -> bool {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => return false,
         }
+    }
+    if got && !eof {
+        delay_acks(&c.stream); // see util::delay_acks: re-armed after each read
     }
     while c.pending > 0 {
         let n = (c.pending as usize).min(ZEROS.len());

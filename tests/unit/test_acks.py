@@ -1,0 +1,57 @@
+"""``swell.analysis.acks`` against tshark on the bundled capture (issue 19).
+
+Per direction (client = the host that sent the pure SYN of the TCP stream),
+the data segments and the pure ACKs of the other side are counted by tshark's
+dissector and must equal swell's counts exactly; the ratios are then what
+docs/scale.md quotes for the trace (0.512 client ACKs per server data segment).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from swell.analysis.acks import measure
+
+REPO = Path(__file__).resolve().parents[2]
+PCAP = REPO / "data/pcap/example.pcap"
+
+
+def tshark_counts() -> dict[str, dict[str, int]]:
+    fields = ["tcp.stream", "ip.src", "tcp.srcport", "tcp.len", "tcp.flags.syn",
+              "tcp.flags.ack", "tcp.flags.fin", "tcp.flags.reset"]
+    out = subprocess.run(["tshark", "-r", str(PCAP), "-Y", "tcp", "-T", "fields",
+                          *(x for f in fields for x in ("-e", f))],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [ln.split("\t") for ln in out.splitlines()]
+    client = {}
+    for stream, src, sport, _, syn, ack, *_ in rows:
+        if syn in ("1", "True") and ack in ("0", "False"):
+            client[stream] = (src, sport)
+    n = {"c2s": {"data": 0, "acks": 0}, "s2c": {"data": 0, "acks": 0}}
+    for stream, src, sport, length, syn, ack, fin, rst in rows:
+        if stream not in client:
+            continue
+        fwd = (src, sport) == client[stream]
+        if int(length) > 0:
+            n["c2s" if fwd else "s2c"]["data"] += 1
+        elif ack in ("1", "True") and all(f in ("0", "False") for f in (syn, fin, rst)):
+            n["s2c" if fwd else "c2s"]["acks"] += 1  # a client's ACK acknowledges s2c data
+    return n
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed (Debian: tshark)")
+def test_counts_match_tshark() -> None:
+    ref = tshark_counts()
+    got = measure([str(PCAP)], by_size=True)
+    for d in ("c2s", "s2c"):
+        assert got[d]["data_segments"] == ref[d]["data"], d
+        assert got[d]["acks_by_receiver"] == ref[d]["acks"], d
+    assert got["s2c"]["acks_per_data_segment"] == pytest.approx(0.5117, abs=1e-4)
+    rows = got["s2c_by_response_segments"]
+    assert sum(r["data_segments"] for r in rows) == got["s2c"]["data_segments"]
+    # connections without response data (25 client ACKs here) are in no size bin
+    assert 0 < got["s2c"]["acks_by_receiver"] - sum(r["acks"] for r in rows) < 30
