@@ -128,6 +128,23 @@ def _raw_records(path: Path) -> tuple[list[tuple[float, bytes]], int, bool]:
         return records, int(reader.datalink()), nano
 
 
+def _load(trace: Path, start_s: float, duration_s: float | None) -> tuple[
+        PacketChunk, list[tuple[float, bytes]], int, bool, np.ndarray, np.ndarray,
+        np.ndarray]:
+    """The trace as swell's reader sees it and as raw records (the same packets, one to
+    one), link type, nanosecond stamps, times from the first packet, the packets in the
+    window and the replayable ones among them (IPv4 TCP/UDP)."""
+    pk = read_all(trace)
+    records, linktype, nano = _raw_records(Path(trace))
+    if len(records) != len(pk):
+        raise SwellError(trace, f"dpkt read {len(records)} records, the swell reader "
+                                f"{len(pk)}: cannot match packets")
+    t = (pk.ts_ns - pk.ts_ns.min()).astype(np.float64) / 1e9 if len(pk) else np.zeros(0)
+    inside = (t >= start_s) & (t < (np.inf if duration_s is None else start_s + duration_s))
+    usable = (pk.ipver == 4) & np.isin(pk.proto, (6, 17)) & inside
+    return pk, records, linktype, nano, t, inside, usable
+
+
 def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
                 duration_s: float | None = None, looping: Looping | None = None
                 ) -> SplitResult:
@@ -142,14 +159,7 @@ def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
     """
     if looping is not None:
         return _split_looped(trace, out_dir, start_s, duration_s, looping)
-    pk = read_all(trace)
-    records, linktype, nano = _raw_records(Path(trace))
-    if len(records) != len(pk):
-        raise SwellError(trace, f"dpkt read {len(records)} records, the swell reader "
-                                f"{len(pk)}: cannot match packets")
-    t = (pk.ts_ns - pk.ts_ns.min()).astype(np.float64) / 1e9 if len(pk) else np.zeros(0)
-    inside = (t >= start_s) & (t < (np.inf if duration_s is None else start_s + duration_s))
-    usable = (pk.ipver == 4) & np.isin(pk.proto, (6, 17)) & inside
+    pk, records, linktype, nano, t, inside, usable = _load(trace, start_s, duration_s)
     srv = server_side(pk)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"c2s": out_dir / "c2s.raw.pcap", "s2c": out_dir / "s2c.raw.pcap"}
@@ -173,14 +183,7 @@ def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
 def _split_looped(trace: Path, out_dir: Path, start_s: float, duration_s: float | None,
                   lp: Looping) -> SplitResult:
     """:func:`split_trace` with looping and copies."""
-    pk = read_all(trace)
-    records, linktype, nano = _raw_records(Path(trace))
-    if len(records) != len(pk):
-        raise SwellError(trace, f"dpkt read {len(records)} records, the swell reader "
-                                f"{len(pk)}: cannot match packets")
-    t = (pk.ts_ns - pk.ts_ns.min()).astype(np.float64) / 1e9 if len(pk) else np.zeros(0)
-    inside = (t >= start_s) & (t < (np.inf if duration_s is None else start_s + duration_s))
-    usable = (pk.ipver == 4) & np.isin(pk.proto, (6, 17)) & inside
+    pk, records, linktype, nano, t, inside, usable = _load(trace, start_s, duration_s)
     idx = np.flatnonzero(usable)
     if not idx.size:
         raise SwellError(trace, "no IPv4 TCP/UDP packets to replay")

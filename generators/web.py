@@ -249,10 +249,15 @@ class Httperf:
         check_dependencies()
         self.proc = launcher.popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
+    tool = "httperf"
+
+    def parse(self, text: str) -> HttperfSummary:
+        return parse_httperf(text)
+
     def stop(self) -> HttperfSummary:
-        """SIGINT makes httperf print its statistics and exit."""
+        """SIGINT makes the tool print its statistics and exit."""
         if self.proc is None:
-            raise SwellError("httperf", "not started")
+            raise SwellError(self.tool, "not started")
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
         try:
@@ -262,7 +267,7 @@ class Httperf:
             out, _ = self.proc.communicate()
         self.proc = None
         text = out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
-        return parse_httperf(text)
+        return self.parse(text)
 
 
 def parse_ab(text: str) -> HttperfSummary:
@@ -302,18 +307,9 @@ class Ab(Httperf):
                 f"http://{hostport(self.server, self.port)}/"
                 f"{object_name(self.object_bytes)}"]
 
-    def stop(self) -> HttperfSummary:
-        if self.proc is None:
-            raise SwellError("ab", "not started")
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            out, _ = self.proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, _ = self.proc.communicate()
-        self.proc = None
-        text = out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+    tool = "ab"
+
+    def parse(self, text: str) -> HttperfSummary:
         return parse_ab(text)
 
 
