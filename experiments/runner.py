@@ -186,7 +186,10 @@ def run_experiment(path: str | os.PathLike[str], out: str | os.PathLike[str] | N
     check_experiment(path, full=full)  # every configuration, before anything starts
     exp: Experiment = load_experiment(path, full=full)
     plans = expand_runs(exp, str(path))
-    study = Path(out) if out else Path("runs") / exp.name
+    # absolute from here on: the tools a run starts get paths inside the study (Apache's
+    # PidFile and ErrorLog, pathload's -o beside its cwd) and resolve relative ones
+    # against their own roots, not the caller's working directory
+    study = (Path(out) if out else Path("runs") / exp.name).absolute()
     check_output(study, is_previous=is_study, what="swell study directory")
     with dir_lock(study, "study directory"):
         _leftovers(cleanup)
