@@ -5,7 +5,10 @@ background, the truth (mean over runs of each run's mean truth over its
 estimates' spans), the low and high estimates (SLoPS) or the estimate
 (chirp) as mean ± sd over runs of each run's mean, and the error against the
 truth per 1 s bin: mean ± sd over runs of each run's mean error, with the
-number of estimates over all runs in brackets.
+number of estimates over all runs in brackets. For the chirp, also each
+usable single chirp's error against the truth of its 1 s bin (mean ± sd over
+runs of each run's mean, chirps over all runs in brackets): a smoothed
+estimate needs ``smooth`` usable chirps, which a short run may not have.
 
 Usage: .venv/bin/python bench/bwest_fig12_table.py STUDY/results.json
 """
@@ -34,6 +37,17 @@ def _mean(fg: dict[str, Any], key: str) -> float | None:
     return (fg.get("summary", {}).get(key) or {}).get("mean")
 
 
+def _chirp_errors(fg: dict[str, Any]) -> list[float]:
+    """Each usable single chirp's error (%) against the truth of its 1 s bin."""
+    truth = fg.get("truth_mbps") or []
+    out = []
+    for t, v in fg.get("chirps", []):
+        k = math.floor(t)
+        if v is not None and math.isfinite(v) and 0 <= k < len(truth) and truth[k]:
+            out.append(100 * (v / truth[k] - 1))
+    return out
+
+
 def main(path: str) -> None:
     data = json.loads(open(path).read())
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -49,8 +63,8 @@ def main(path: str) -> None:
         print(f"\n{fgl}:\n")
         if chirp:
             print("| background | asked | delivered | truth | estimate | error % (n) | "
-                  "usable chirps |")
-            print("|---|---|---|---|---|---|---|")
+                  "usable chirps | single-chirp error % (n) |")
+            print("|---|---|---|---|---|---|---|---|")
         else:
             print("| background | asked | delivered | truth | low | high | midpoint | "
                   "error % (n) | low / high error % |")
@@ -68,7 +82,10 @@ def main(path: str) -> None:
             est = _ms([_mean(x, "estimate_mbps") for x in f])
             if chirp:
                 ch = [c for x in f for c in x.get("chirps", [])]
-                print(f"{head} {est} | {err} | {sum(c[1] is not None for c in ch)}/{len(ch)} |")
+                per_run = [_chirp_errors(x) for x in f]
+                single = _ms([float(np.mean(e)) if e else None for e in per_run], sign=True)
+                print(f"{head} {est} | {err} | {sum(c[1] is not None for c in ch)}/{len(ch)} "
+                      f"| {single} ({sum(len(e) for e in per_run)}) |")
             else:
                 lo = _ms([_mean(x, "low_mbps") for x in f])
                 hi = _ms([_mean(x, "high_mbps") for x in f])

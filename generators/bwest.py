@@ -96,9 +96,9 @@ class ChirpSpec(ProbeSpec):
                           "(pathChirp: 1.2)")
     chirps_per_s: float = Field(5.0, gt=0)
     smooth: int = Field(11, ge=1, description="chirps averaged per reported estimate")
-    decrease: float = Field(1.5, gt=1.0, description="excursion end: fall back within 1/F "
-                            "(1.5 reads CBR/Poisson of large packets 20-50% high; 4 reads them "
-                            "right in an ideal FIFO, not yet measured on swell-link: "
+    decrease: float = Field(4.0, gt=1.0, description="excursion end: fall back within 1/F "
+                            "(pathChirp's 1.5 reads CBR/Poisson of large packets 20-50% high, "
+                            "in an ideal FIFO as on swell-link; 4 reads them within 10%: "
                             "docs/bwest.md)")
     busy: int = Field(5, ge=2, description="shortest excursion (packets) that counts")
     noise_us: float = Field(10.0, ge=0, description="delay noise floor: no rise beyond it "

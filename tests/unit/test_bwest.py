@@ -206,12 +206,18 @@ def test_sent_rate_leaves_out_the_longest_intervals() -> None:
 
 def test_the_fifo_model_reads_an_idle_link_and_overestimates_under_large_cbr() -> None:
     """The ideal-FIFO model (analysis.bwest_model): idle it reads the capacity; under CBR
-    of 1428-byte packets at half the capacity it reads high (the method's bias,
-    docs/bwest.md), and less so with 540-byte CBR packets."""
+    of 1428-byte packets at half the capacity it reads high with pathChirp's decrease
+    factor 1.5 (the method's bias, docs/bwest.md), less so with 540-byte CBR packets,
+    and within 10% with the chirp kind's default F = 4, idle still within 3%."""
     from swell.analysis.bwest_model import fifo_chirp_estimates
+    from swell.generators.bwest import ChirpSpec
 
     idle = fifo_chirp_estimates(50e6, 0.0, 1428, 40)
     assert abs(np.mean(idle) / 50e6 - 1) < 0.03
     big = np.mean(fifo_chirp_estimates(50e6, 25e6, 1428, 40)) / 25e6
     small = np.mean(fifo_chirp_estimates(50e6, 25e6, 540, 40)) / 25e6
     assert big > 1.25 and small < big
+    f = ChirpSpec().decrease
+    assert f == 4
+    assert abs(np.mean(fifo_chirp_estimates(50e6, 0.0, 1428, 40, decrease=f)) / 50e6 - 1) < 0.03
+    assert abs(np.mean(fifo_chirp_estimates(50e6, 25e6, 1428, 200, decrease=f)) / 25e6 - 1) < 0.1
