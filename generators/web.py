@@ -423,6 +423,10 @@ class HttperfSpec(KindSpec):
     object_bytes: int = Field(1_000_000, gt=0)
     objects: int = Field(0, ge=0, description="0: fetch back to back for the whole run")
     port: int = Field(80, ge=1, le=65535, description="Apache's port on the server host")
+    client: Literal["auto", "httperf", "ab"] = Field(
+        "auto", description="the downloading tool: auto = httperf over IPv4, ApacheBench over "
+                            "IPv6 (httperf resolves IPv4 only); ab over IPv4 too for a control "
+                            "with one client on both families")
 
 
 class WebGenerator(Generator):
@@ -458,9 +462,13 @@ class WebGenerator(Generator):
             f"tcpdump at {self.client.ip}")
         self.tcpdump.start()
 
+    def client_tool(self) -> type[Httperf]:
+        """httperf, or ab (over IPv6, or asked for with ``client: ab``)."""
+        ab = self.spec.client == "ab" or (self.spec.client == "auto" and is_v6(self.server.ip))
+        return Ab if ab else Httperf
+
     def start_client(self) -> None:
-        client = Ab if is_v6(self.server.ip) else Httperf
-        self.httperf = client(self.server.ip, self.spec.port, self.spec.object_bytes,
+        self.httperf = self.client_tool()(self.server.ip, self.spec.port, self.spec.object_bytes,
                               self.spec.objects or 10_000_000)
         self.httperf.start(self.client.place)
 
@@ -505,6 +513,9 @@ class HttperfKind(TrafficKind):
         pl = ctx.placement
         if not pl.fg_servers or not pl.fg_clients:
             raise SwellError("httperf", "needs a foreground client and server in the topology")
+        if self.spec.client == "httperf" and is_v6(pl.fg_servers[0].ip):
+            raise SwellError("httperf", "client: httperf cannot reach an IPv6 server (it "
+                                        "resolves IPv4 only); use client: ab or auto")
         return WebGenerator(self.spec, pl.fg_servers[0], pl.fg_clients[0], ctx.out_dir,
                             ctx.seed)
 
