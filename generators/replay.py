@@ -3,21 +3,27 @@
 The simplest open-loop baseline: the trace's own packets, byte for byte
 (headers and all), at the trace's times. Steps:
 
-1. **Split** (:func:`split_trace`). Every IPv4 TCP/UDP packet is oriented by
-   its connection (:func:`swell.generators.playback.server_side`: SYN, then
-   SYN/ACK, then the well-known port); client->server packets go into
-   ``c2s.pcap``, server->client packets into ``s2c.pcap``. Other packets
-   (ARP, IPv6, ICMP, ...) are dropped and counted: they cannot be mapped onto
-   the topology's IPv4 hosts. The raw records are read with dpkt (pcap or
+1. **Split** (:func:`split_trace`). Every TCP/UDP packet replayable on the
+   address plan is oriented by its connection
+   (:func:`swell.generators.playback.server_side`: SYN, then SYN/ACK, then the
+   well-known port); client->server packets go into ``c2s.pcap``,
+   server->client packets into ``s2c.pcap``. On an IPv4 plan these are the IPv4
+   packets; on an IPv6 plan (the hosts' addresses say which) the IPv6 ones
+   without extension headers, and the unfragmented IPv4 ones translated to IPv6
+   (:func:`v4_to_v6`: tcprewrite maps addresses within a family only), written
+   with Ethernet type 0x86DD and cut to the MTU. Other packets (ARP, ICMP, ...)
+   are dropped and counted. The raw records are read with dpkt (pcap or
    pcapng) and matched one for one with the swell reader's rows; whatever the
    input link type (Ethernet with VLAN tags, Linux SLL/SLL2, raw IP, BSD
-   loopback), each packet is written as untagged Ethernet + IPv4.
+   loopback), each packet is written as untagged Ethernet + IP.
 2. **Rewrite** (``tcprewrite``): ``--pnat`` maps every trace client address
    onto a client emulated host and every trace server address onto a server
    host (both fields, so replies match), ``--enet-smac``/``--enet-dmac`` set
    to the injecting interface and its peer, ``--fixlen=pad``
    restores payloads cut by a short snaplen, ``--mtu-trunc`` cuts offloaded
-   super-frames to the MTU, and ``--fixcsum`` recomputes the checksums.
+   super-frames to the MTU, and ``--fixcsum`` recomputes the checksums. IPv6
+   pairs are ``[a/128]:[b/128]``; tcprewrite 4.4.3 writes multicast MACs on IPv6
+   frames whatever ``--enet-*`` say, so :func:`set_macs` sets them afterwards.
 3. **Replay** (``tcpreplay``): ``c2s`` enters the emulated network on the
    client side, ``s2c`` on the server side, each from its own namespace
    (only interfaces of namespaces the caller or the topology created). Two
@@ -64,7 +70,7 @@ from swell.generators.kind import (
     input_file,
 )
 from swell.generators.playback import connections, server_side
-from swell.inet import require_ipv4
+from swell.inet import is_v6
 from swell.placement import Endpoint, HostNeeds, PathFacts
 
 START_LEAD_S = 1.0
@@ -108,8 +114,13 @@ COPY_NET = (100 << 24) | (64 << 16)  # copies k >= 1 are renumbered into 100.64.
 COPY_ADDRS = 4096  # addresses per copy
 
 
-def _copy_addr(k: int, i: int) -> bytes:
+COPY_NET6 = 0xFD00 << 112  # on an IPv6 plan: fd00::/96, the low 32 bits as above
+
+
+def _copy_addr(k: int, i: int, family: int = 4) -> bytes:
     """Address ``i`` (of the trace's sorted table) in copy ``k`` >= 1."""
+    if family == 6:
+        return int(COPY_NET6 + (k << 12) + i).to_bytes(16, "big")
     return int(COPY_NET + (k << 12) + i).to_bytes(4, "big")
 
 
@@ -128,12 +139,42 @@ def _raw_records(path: Path) -> tuple[list[tuple[float, bytes]], int, bool]:
         return records, int(reader.datalink()), nano
 
 
-def _load(trace: Path, start_s: float, duration_s: float | None) -> tuple[
+def replayable(pk: PacketChunk, family: int, records: list[tuple[float, bytes]] | None = None,
+               linktype: int = 1) -> np.ndarray:
+    """The packets replayable on a plan of ``family``: IPv4 plan: IPv4 TCP/UDP; IPv6
+    plan: IPv6 TCP/UDP without extension headers (with ``records``: read from the raw
+    next-header byte) and unfragmented IPv4 TCP/UDP (translated, :func:`v4_to_v6`)."""
+    tcp_udp = np.isin(pk.proto, (6, 17))
+    if family == 4:
+        return (pk.ipver == 4) & tcp_udp
+    ok = tcp_udp & (((pk.ipver == 4) & (pk.frag == 0)) | (pk.ipver == 6))
+    if records is not None:
+        for i in np.flatnonzero(ok & (pk.ipver == 6)):
+            buf = records[i][1]
+            n = l2_header_len(linktype, buf)
+            ok[i] = len(buf) > n + 6 and buf[n + 6] in (6, 17)
+    return ok
+
+
+def v4_to_v6(ip: bytes) -> bytes:
+    """An IPv4 packet as IPv6 (the header rebuilt as SIIT does, RFC 7915, with the
+    addresses IPv4-mapped ``::ffff:a.b.c.d``; options dropped; tcprewrite --fixcsum
+    recomputes the TCP/UDP checksum over the new pseudo-header)."""
+    ihl = (ip[0] & 0x0F) * 4
+    total = int.from_bytes(ip[2:4], "big") or len(ip)  # 0: segmentation offload
+    tos, ttl, proto = ip[1], ip[8], ip[9]
+    head = bytes([0x60 | tos >> 4, (tos & 0x0F) << 4, 0, 0]) + \
+        max(total - ihl, 0).to_bytes(2, "big") + bytes([proto, ttl])
+    mapped = b"\x00" * 10 + b"\xff\xff"
+    return head + mapped + ip[12:16] + mapped + ip[16:20] + ip[ihl:]
+
+
+def _load(trace: Path, start_s: float, duration_s: float | None, family: int = 4) -> tuple[
         PacketChunk, list[tuple[float, bytes]], int, bool, np.ndarray, np.ndarray,
         np.ndarray]:
     """The trace as swell's reader sees it and as raw records (the same packets, one to
     one), link type, nanosecond stamps, times from the first packet, the packets in the
-    window and the replayable ones among them (IPv4 TCP/UDP)."""
+    window and the replayable ones among them (:func:`replayable`)."""
     pk = read_all(trace)
     records, linktype, nano = _raw_records(Path(trace))
     if len(records) != len(pk):
@@ -141,25 +182,46 @@ def _load(trace: Path, start_s: float, duration_s: float | None) -> tuple[
                                 f"{len(pk)}: cannot match packets")
     t = (pk.ts_ns - pk.ts_ns.min()).astype(np.float64) / 1e9 if len(pk) else np.zeros(0)
     inside = (t >= start_s) & (t < (np.inf if duration_s is None else start_s + duration_s))
-    usable = (pk.ipver == 4) & np.isin(pk.proto, (6, 17)) & inside
+    usable = replayable(pk, family, records, linktype) & inside
     return pk, records, linktype, nano, t, inside, usable
 
 
+def _frame(buf: bytes, linktype: int, family: int, mtu: int = 1500) -> bytes:
+    """One record as untagged Ethernet + IP of the plan's family (placeholder MACs).
+
+    IPv6 packets longer than ``mtu`` (offloaded super-frames, translated full-size IPv4
+    packets) are cut to it here, payload length set: tcprewrite 4.4.3's --mtu-trunc
+    cuts IPv4 packets only."""
+    ip = buf[l2_header_len(linktype, buf):]
+    if family == 4:
+        return ETHER_IPV4 + ip
+    ip = v4_to_v6(ip) if ip[0] >> 4 == 4 else ip
+    if 40 + int.from_bytes(ip[4:6], "big") > mtu:
+        ip = ip[:4] + (mtu - 40).to_bytes(2, "big") + ip[6:mtu]
+    return ETHER_IPV6 + ip
+
+
 def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
-                duration_s: float | None = None, looping: Looping | None = None
-                ) -> SplitResult:
-    """Write the client->server and server->client IPv4 TCP/UDP packets to two pcaps.
+                duration_s: float | None = None, looping: Looping | None = None,
+                family: int = 4, mtu: int = 1500) -> SplitResult:
+    """Write the client->server and server->client TCP/UDP packets to two pcaps.
+
+    ``family`` is the address plan's: 4 keeps the IPv4 packets; 6 keeps the IPv6
+    ones and translates the IPv4 ones (:func:`v4_to_v6`), Ethernet type 0x86DD, and the
+    trace addresses are given in IPv6 form (IPv4 ones as ``::ffff:a.b.c.d``).
 
     Only packets in ``[start_s, start_s + duration_s)`` from the trace's first packet.
     With ``looping`` the kept packets (both directions together, so a copy's requests
     and responses stay aligned) are looped and merged (:mod:`swell.extract.tiling`):
     copy 0 keeps the trace's addresses, copy ``k`` >= 1 has every address renumbered
-    into ``100.64.0.0/10`` (one to one, ``100.64.0.0 + (k << 12) + i``), so each copy
-    is one more user and maps onto other emulated hosts.
+    into ``100.64.0.0/10`` (one to one, ``100.64.0.0 + (k << 12) + i``; on an IPv6
+    plan ``fd00::/96`` with the same low 32 bits), so each copy is one more user and
+    maps onto other emulated hosts.
     """
     if looping is not None:
-        return _split_looped(trace, out_dir, start_s, duration_s, looping)
-    pk, records, linktype, nano, t, inside, usable = _load(trace, start_s, duration_s)
+        return _split_looped(trace, out_dir, start_s, duration_s, looping, family, mtu)
+    pk, records, linktype, nano, t, inside, usable = _load(trace, start_s, duration_s,
+                                                           family)
     srv = server_side(pk)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"c2s": out_dir / "c2s.raw.pcap", "s2c": out_dir / "s2c.raw.pcap"}
@@ -171,22 +233,23 @@ def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
             w = dpkt.pcap.Writer(f, snaplen=262144, linktype=1, nano=nano)
             for i in idx:  # as Ethernet: placeholder MACs, set by tcprewrite
                 ts, buf = records[i]
-                w.writepkt(ETHER_IPV4 + buf[l2_header_len(linktype, buf):], ts=ts)
+                w.writepkt(_frame(buf, linktype, family, mtu), ts=ts)
         first[name] = float(pk.ts_ns[idx[0]]) / 1e9 if idx.size else np.inf
     return SplitResult(paths["c2s"], paths["s2c"],
                        {"c2s": int(masks["c2s"].sum()), "s2c": int(masks["s2c"].sum()),
                         "dropped": int((inside & ~usable).sum())}, first,
-                       _addresses(pk.select(masks["c2s"]), pk.select(masks["s2c"])),
-                       _addresses(pk.select(masks["s2c"]), pk.select(masks["c2s"])))
+                       _addresses(pk.select(masks["c2s"]), pk.select(masks["s2c"]), family),
+                       _addresses(pk.select(masks["s2c"]), pk.select(masks["c2s"]), family))
 
 
 def _split_looped(trace: Path, out_dir: Path, start_s: float, duration_s: float | None,
-                  lp: Looping) -> SplitResult:
+                  lp: Looping, family: int = 4, mtu: int = 1500) -> SplitResult:
     """:func:`split_trace` with looping and copies."""
-    pk, records, linktype, nano, t, inside, usable = _load(trace, start_s, duration_s)
+    pk, records, linktype, nano, t, inside, usable = _load(trace, start_s, duration_s,
+                                                           family)
     idx = np.flatnonzero(usable)
     if not idx.size:
-        raise SwellError(trace, "no IPv4 TCP/UDP packets to replay")
+        raise SwellError(trace, f"no {_WHAT[family]} to replay")
     idx = idx[np.argsort(pk.ts_ns[idx], kind="stable")]
     srv = server_side(pk)
     conn, _ = connections(pk)
@@ -195,15 +258,24 @@ def _split_looped(trace: Path, out_dir: Path, start_s: float, duration_s: float 
     til = tile(t[idx], nbytes, lp.run_s, copies_for(lp.target_mbps, rate) if lp.loop or
                lp.target_mbps is not None else 1.0, conn[idx], loop=lp.loop, seed=lp.seed,
                window_start_s=lp.warmup_s)
-    addr = np.stack([pk.saddr_lo[idx], pk.daddr_lo[idx]], 1).astype(np.int64) & 0xFFFFFFFF
-    table, inv = np.unique(addr, return_inverse=True)
-    if table.size > COPY_ADDRS:
-        raise SwellError(trace, f"{table.size} IPv4 addresses, at most {COPY_ADDRS} to copy")
+    if family == 4:
+        addr = np.stack([pk.saddr_lo[idx], pk.daddr_lo[idx]], 1).astype(np.int64) & 0xFFFFFFFF
+        table, inv = np.unique(addr, return_inverse=True)
+        ints = [int(a) for a in table]
+    else:  # 128-bit: (hi, lo) rows, sorted as integers
+        rows = np.concatenate([np.stack([pk.saddr_hi[idx], pk.saddr_lo[idx]], 1),
+                               np.stack([pk.daddr_hi[idx], pk.daddr_lo[idx]], 1)])
+        table, inv = np.unique(rows, axis=0, return_inverse=True)
+        inv = inv.reshape(2, -1).T
+        ints = [(int(h) << 64) | int(lo) for h, lo in table]
+    if len(ints) > COPY_ADDRS:
+        raise SwellError(trace, f"{len(ints)} addresses, at most {COPY_ADDRS} to copy")
     inv = inv.reshape(-1, 2)
     copy_ids = max(int(til.copy.max()), 0)
-    if copy_ids and np.isin(table, [COPY_NET + (k << 12) + np.arange(COPY_ADDRS)
-                                    for k in (1, copy_ids)]).any():
-        raise SwellError(trace, "uses 100.64.0.0/10, where copies are renumbered")
+    net = COPY_NET if family == 4 else COPY_NET6
+    if copy_ids and any(net + (1 << 12) <= a < net + ((copy_ids + 1) << 12) for a in ints):
+        raise SwellError(trace, f"uses {ipaddress.ip_address(net)}, where copies are "
+                                "renumbered")
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"c2s": out_dir / "c2s.raw.pcap", "s2c": out_dir / "s2c.raw.pcap"}
     t0 = float(pk.ts_ns[idx[0]]) / 1e9
@@ -219,10 +291,13 @@ def _split_looped(trace: Path, out_dir: Path, start_s: float, duration_s: float 
             i = int(idx[row])
             name = "s2c" if srv[i] else "c2s"
             buf = records[i][1]
-            pkt = bytearray(ETHER_IPV4 + buf[l2_header_len(linktype, buf):])
-            if k:
+            pkt = bytearray(_frame(buf, linktype, family, mtu))
+            if k and family == 4:
                 pkt[26:30] = _copy_addr(k, int(inv[row, 0]))
                 pkt[30:34] = _copy_addr(k, int(inv[row, 1]))
+            elif k:
+                pkt[22:38] = _copy_addr(k, int(inv[row, 0]), 6)
+                pkt[38:54] = _copy_addr(k, int(inv[row, 1]), 6)
             ts = t0 + float(til.t_s[j])
             writers[name].writepkt(bytes(pkt), ts=ts)
             counts[name] += 1
@@ -232,15 +307,15 @@ def _split_looped(trace: Path, out_dir: Path, start_s: float, duration_s: float 
             f.close()
     sent_c2s = pk.select(usable & ~srv)
     sent_s2c = pk.select(usable & srv)
-    clients0 = _addresses(sent_c2s, sent_s2c)
-    servers0 = _addresses(sent_s2c, sent_c2s)
-    pos = {int(a): n for n, a in enumerate(table)}
+    clients0 = _addresses(sent_c2s, sent_s2c, family)
+    servers0 = _addresses(sent_s2c, sent_c2s, family)
+    pos = {a: n for n, a in enumerate(ints)}
 
     def copies_of(addrs: list[str]) -> list[str]:
         out = list(addrs)
         for k in range(1, copy_ids + 1):
-            out += [str(ipaddress.IPv4Address(_copy_addr(k, pos[int(ipaddress.IPv4Address(a))])))
-                    for a in addrs]
+            out += [str(ipaddress.ip_address(_copy_addr(
+                k, pos[int(ipaddress.ip_address(a))], family))) for a in addrs]
         return out
 
     nb_dir = {d: int(nbytes[srv[idx] == (d == "s2c")].sum()) for d in ("c2s", "s2c")}
@@ -262,14 +337,18 @@ def _window_mbps(t_s: np.ndarray, nbytes: np.ndarray, start: float, end: float) 
     return float(nbytes[inside].sum()) * 8 / max(end - start, 1e-9) / 1e6
 
 
-def _addresses(sent: PacketChunk, received: PacketChunk) -> list[str]:
+def _addresses(sent: PacketChunk, received: PacketChunk, family: int = 4) -> list[str]:
     """Addresses of one side: sources of what it sent and destinations of what it received,
-    in order of first appearance (so broadcast and unanswered destinations are mapped too)."""
+    in order of first appearance (so broadcast and unanswered destinations are mapped too);
+    on an IPv6 plan all in IPv6 form (IPv4 ones mapped, as :func:`v4_to_v6` writes them)."""
     ts = np.concatenate([sent.ts_ns, received.ts_ns])
     pairs = np.concatenate([np.stack([sent.saddr_hi, sent.saddr_lo], 1),
                             np.stack([received.daddr_hi, received.daddr_lo], 1)])
     order = np.argsort(ts, kind="stable")
     _, first = np.unique(pairs[order], axis=0, return_index=True)
+    if family == 6:
+        return [str(ipaddress.IPv6Address((int(a) << 64) | int(b)))
+                for a, b in pairs[order][np.sort(first)]]
     return [addr_to_str(int(a), int(b)) for a, b in pairs[order][np.sort(first)]]
 
 
@@ -287,6 +366,8 @@ def l2_header_len(linktype: int, buf: bytes) -> int:
 
 
 ETHER_IPV4 = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00"
+ETHER_IPV6 = ETHER_IPV4[:12] + b"\x86\xdd"
+_WHAT = {4: "IPv4 TCP/UDP packets", 6: "TCP/UDP packets (IPv6, or IPv4 to translate)"}
 
 
 def round_robin(trace_addrs: list[str], topo_addrs: list[str]) -> dict[str, str]:
@@ -297,7 +378,26 @@ def round_robin(trace_addrs: list[str], topo_addrs: list[str]) -> dict[str, str]
 
 
 def pnat_arg(mapping: dict[str, str]) -> str:
-    return ",".join(f"{a}/32:{b}/32" for a, b in mapping.items())
+    """tcprewrite's pseudo-NAT pairs: ``a/32:b/32``, IPv6 in brackets ``[a/128]:[b/128]``
+    (tcprewrite maps within a family only)."""
+    return ",".join(f"[{a}/128]:[{b}/128]" if ":" in a else f"{a}/32:{b}/32"
+                    for a, b in mapping.items())
+
+
+def set_macs(path: Path, smac: str, dmac: str) -> None:
+    """Write the Ethernet addresses of every frame in a pcap (in place, atomically).
+
+    tcprewrite 4.4.3 ignores ``--enet-smac``/``--enet-dmac`` on IPv6 frames and writes
+    multicast MACs (``33:33`` + the low 32 bits of the original addresses) instead, which
+    the next hop drops as not its own; so on an IPv6 plan the MACs are set here."""
+    records, linktype, nano = _raw_records(path)
+    head = bytes.fromhex(dmac.replace(":", "")) + bytes.fromhex(smac.replace(":", ""))
+    tmp = path.with_suffix(".macs.tmp")
+    with open(tmp, "wb") as f:
+        w = dpkt.pcap.Writer(f, snaplen=262144, linktype=linktype, nano=nano)
+        for ts, buf in records:
+            w.writepkt(head + buf[12:], ts=ts)
+    tmp.replace(path)
 
 
 def rewrite_argv(src: Path, dst: Path, mapping: dict[str, str], inject: Inject,
@@ -355,12 +455,19 @@ class ReplayGenerator(Generator):
         if self.split is None:
             self.prepare()
 
+    @property
+    def family(self) -> int:
+        """The address plan's family, from the topology addresses."""
+        hosts = [*self.cfg.clients, *self.cfg.servers]
+        return 6 if any(is_v6(a) for a in hosts) else 4
+
     def prepare(self) -> SplitResult:
         """Split the trace and rewrite both directions (the counts are known after this)."""
-        c = self.cfg
-        self.split = split_trace(Path(c.trace), self.out, c.start_s, c.duration_s, c.looping)
+        c, family = self.cfg, self.family
+        self.split = split_trace(Path(c.trace), self.out, c.start_s, c.duration_s, c.looping,
+                                 family, c.mtu)
         if not self.split.counts["c2s"] + self.split.counts["s2c"]:
-            raise SwellError(c.trace, "no IPv4 TCP/UDP packets to replay")
+            raise SwellError(c.trace, f"no {_WHAT[family]} to replay")
         self.mapping = {**round_robin(self.split.clients, c.clients),
                         **round_robin(self.split.servers, c.servers), **c.maps}
         raw = {"c2s": self.split.c2s, "s2c": self.split.s2c}
@@ -370,6 +477,8 @@ class ReplayGenerator(Generator):
             if res.returncode != 0:
                 raise SwellError("tcprewrite", (res.stderr + res.stdout).strip()[-300:]
                                  or f"status {res.returncode}")
+            if family == 6:
+                set_macs(self.out / f"{name}.pcap", inject.smac, inject.dmac)
         return self.split
 
     def wait_ready(self, timeout: float = 10.0) -> None:
@@ -468,14 +577,36 @@ class ReplayKind(TrafficKind):
         assert isinstance(self.spec, ReplaySpec)
         return self.spec
 
+    family = 4  # the address plan's, set by check_path
+
+    def validate(self, ctx: PrepareContext) -> None:
+        """``swell check``: the trace readable, and which families it carries (so
+        :meth:`check_path` can say what an address plan does with them)."""
+        super().validate(ctx)
+        self._census(input_file(ctx, self.s.trace))
+
+    def _census(self, trace: Path) -> None:
+        self.trace = trace
+        pk = read_all(trace)
+        tcp_udp = np.isin(pk.proto, (6, 17))
+        self.packets = {f: int(((pk.ipver == f) & tcp_udp).sum()) for f in (4, 6)}
+        self.rates_by = {f: trace_rates(trace, f, pk) for f in (4, 6)
+                         if replayable(pk, f).any()}
+        if not self.rates_by:
+            raise SwellError(trace, "no TCP/UDP packets to replay")
+
     def prepare(self, ctx: PrepareContext) -> None:
-        self.trace = input_file(ctx, self.s.trace)
-        self.rates = trace_rates(self.trace)
+        self._census(input_file(ctx, self.s.trace))
+
+    @property
+    def rates(self) -> dict[str, float] | None:
+        """The trace's own rate per direction on this plan (None before prepare)."""
+        return getattr(self, "rates_by", {}).get(self.family)
 
     def asked_mbps(self) -> dict[str, float] | None:
         """The target (or the trace's rate, looped) split between the directions as the
         trace's bytes are; played once: not judged."""
-        rates = getattr(self, "rates", None)
+        rates = self.rates
         if not rates or not (self.s.loop or self.s.target_mbps is not None):
             return None
         total = rates["forward"] + rates["reverse"]
@@ -487,17 +618,30 @@ class ReplayKind(TrafficKind):
 
     def check_path(self, path: PathFacts) -> list[str]:
         """An open-loop rate at or above the bottleneck only measures the queue: an error;
-        so is an IPv6 address plan (the trace's IPv4 packets cannot be mapped onto it)."""
-        if path.family == 6:
-            raise SwellError(self.name, "cannot run over IPv6: tcpreplay replays the trace's "
-                             "IPv4 packets with addresses rewritten one to one onto the hosts "
-                             "(tcprewrite pseudo-NAT); use upb or tpb")
+        so is an IPv4 plan for a trace whose TCP/UDP is all IPv6 (tcprewrite maps addresses
+        within a family). On an IPv6 plan a trace's IPv4 packets are translated: a warning
+        says so."""
+        self.family = path.family
+        notes = []
+        counts = getattr(self, "packets", None)
+        if counts and path.family == 4 and not counts[4] and counts[6]:
+            raise SwellError(self.name, f"cannot run over IPv4: {self.s.trace}'s "
+                             f"{counts[6]} TCP/UDP packets are all IPv6, and tcprewrite maps "
+                             "addresses within a family only; use an IPv6 network")
+        if counts and path.family == 6 and counts[4]:
+            notes.append(f"{self.name}: {counts[4]} IPv4 TCP/UDP packets of {self.s.trace} "
+                         "are translated to IPv6 before the rewrite (addresses ::ffff:a.b.c.d, "
+                         "header rebuilt without options, fragments dropped, packets over "
+                         "the MTU cut to it): tcprewrite does not translate 4 to 6")
+        if counts and path.family == 4 and counts[6]:
+            notes.append(f"{self.name}: {counts[6]} IPv6 packets of {self.s.trace} are not "
+                         "replayed on an IPv4 plan")
         asked = self.asked_mbps() or {}
         for d, cap in (("reverse", path.reverse_mbps), ("forward", path.forward_mbps)):
             if cap is not None and asked.get(d, 0.0) >= cap:
                 raise SwellError("background", f"{self.s.display()} replays {asked[d]:.3g} "
                                  f"Mbit/s ({d}), at or above the bottleneck's {cap:g} Mbit/s")
-        return []
+        return notes
 
     def result(self, gen: GenResult | None, window: Window) -> KindResult:
         """The generator's summary, plus asked / copies merged / planned."""
@@ -516,9 +660,6 @@ class ReplayKind(TrafficKind):
     def build(self, ctx: RunContext) -> Generator:
         pl = ctx.placement
         background_pair(pl, self.name)
-        require_ipv4(self.name, [e.ip for e in (*pl.bg_clients, *pl.bg_servers)],
-                     "tcpreplay replays the trace's IPv4 packets with addresses rewritten one "
-                     "to one onto the hosts (tcprewrite pseudo-NAT); use upb or tpb")
         if self.s.loop or self.s.target_mbps is not None:
             looping = Looping(ctx.duration_s, self.s.loop, self.s.target_mbps, ctx.seed,
                               ctx.warmup_s)
@@ -528,17 +669,19 @@ class ReplayKind(TrafficKind):
                               ctx.out_dir, duration_s=ctx.duration_s)
 
 
-def trace_rates(trace: Path) -> dict[str, float]:
-    """The trace's own rate per bottleneck direction when looped (IPv4 TCP/UDP IP bytes
-    over the loop period): forward = client -> server."""
-    pk = read_all(trace)
-    usable = (pk.ipver == 4) & np.isin(pk.proto, (6, 17))
+def trace_rates(trace: Path, family: int = 4, pk: PacketChunk | None = None
+                ) -> dict[str, float]:
+    """The trace's own rate per bottleneck direction when looped (IP bytes of the packets
+    replayable on a plan of ``family``, IPv4 ones translated to IPv6 counted 20 bytes
+    longer, over the loop period): forward = client -> server."""
+    pk = read_all(trace) if pk is None else pk
+    usable = replayable(pk, family)
     if not usable.any():
-        raise SwellError(trace, "no IPv4 TCP/UDP packets to replay")
+        raise SwellError(trace, f"no {_WHAT[family]} to replay")
     srv = server_side(pk)
     t = np.sort(pk.ts_ns[usable]).astype(np.float64) / 1e9
-    total = trace_mbps(t, pk.ip_len[usable].astype(np.int64))
-    nb = pk.ip_len.astype(np.float64)
+    nb = pk.ip_len.astype(np.float64) + (20.0 * (pk.ipver == 4) if family == 6 else 0.0)
+    total = trace_mbps(t, nb[usable].astype(np.int64))
     share = float(nb[usable & srv].sum()) / max(float(nb[usable].sum()), 1e-12)
     return {"forward": total * (1 - share), "reverse": total * share}
 

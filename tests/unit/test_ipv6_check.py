@@ -1,11 +1,12 @@
 """``swell check`` refuses kinds that cannot run over IPv6 before anything runs.
 
 A topology's address plan reaches the kinds as ``PathFacts.family`` (4 or 6);
-``tcpreplay`` (IPv4 packets rewritten one to one onto the hosts) and the
-bandwidth estimators (swell-probe's receiver reads ``sockaddr_in``, pathload and
-pathChirp are IPv4 tools) refuse an IPv6 plan in their ``check_path`` with one
-line naming the kind. Every other registered kind passes ``swell check`` on an
-IPv6 file. No root: check builds no topology.
+the bandwidth estimators (swell-probe's receiver reads ``sockaddr_in``, pathload
+and pathChirp are IPv4 tools) refuse an IPv6 plan in their ``check_path`` with
+one line naming the kind. Every other registered kind passes ``swell check`` on
+an IPv6 file; ``tcpreplay`` translates an IPv4 trace there (a warning says so)
+and refuses, in one line, the other way round: an IPv6-only trace on an IPv4
+plan. No root: check builds no topology.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ V6, V4 = "fd00:5e12::/48", "10.79.0.0/16"
 
 # kinds that refuse IPv6 and one valid option set of each
 REFUSING = {
-    ("background", "tcpreplay"): {"kind": "tcpreplay", "trace": str(TRACE), "target_mbps": 2},
     ("foreground", "slops"): {"kind": "slops"},
     ("foreground", "chirp"): {"kind": "chirp"},
     ("foreground", "pathload"): {"kind": "pathload"},
@@ -43,6 +43,7 @@ ALLOWED_BG = [
     {"kind": "tpb", "trace": str(TRACE), "target_mbps": 3},
     {"kind": "packets", "preset": "DNS"},
     {"kind": "fixed_loss", "loss": 0.01},
+    {"kind": "tcpreplay", "trace": str(TRACE), "target_mbps": 2},
 ]
 ALLOWED_FG = [
     {"kind": "none"},
@@ -150,3 +151,25 @@ def test_cli_check_fails_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 2, err
     assert "slops: cannot run over IPv6" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_tcpreplay_on_the_other_family(tmp_path: Path) -> None:
+    """An IPv6-only trace on an IPv4 plan is refused in one line (tcprewrite maps within
+    a family; 6 to 4 is not translated), passes on IPv6; an IPv4 trace on an IPv6 plan
+    passes with a warning saying its packets are translated."""
+    from swell.generators.kind import PrepareContext
+    from tests.unit.test_replay_ipv6 import write_v6_trace
+
+    trace = write_v6_trace(tmp_path / "v6only.pcap")
+    bg = {"kind": "tcpreplay", "trace": str(trace), "target_mbps": 2}
+    with pytest.raises(SwellError) as info:
+        check_experiment(experiment(tmp_path, V4, bg, {"kind": "none"}))
+    line = info.value.one_line()
+    assert "\n" not in line and "tcpreplay: cannot run over IPv4" in line, line
+    check_experiment(experiment(tmp_path, V6, bg, {"kind": "none"}))
+    kind = registry.make("background", registry.kinds("background")["tcpreplay"].Spec
+                         .model_validate({"kind": "tcpreplay", "trace": str(TRACE)}))
+    kind.prepare(PrepareContext(tmp_path, tmp_path, 1))
+    notes = kind.check_path(PathFacts(forward_mbps=20, reverse_mbps=20, family=6))
+    assert len(notes) == 1 and "translated to IPv6" in notes[0], notes
+    assert kind.check_path(PathFacts(forward_mbps=20, reverse_mbps=20, family=4)) == []
