@@ -33,7 +33,7 @@ import numpy as np
 from swell.analysis import plots as P
 from swell.analysis.energy import EnergyPlot, hurst_estimate
 from swell.analysis.metrics import SLOWDOWN_STATS, slowdown, summary
-from swell.experiments.results import baseline_for, baseline_label, group_runs, load_results
+from swell.experiments.results import baseline_for, group_runs, load_results
 from swell.fsutil import atomic_dir, check_output
 from swell.generators import registry
 from swell.generators.kind import ReportPart
@@ -114,6 +114,15 @@ def _slowdowns(data: dict, groups: dict) -> dict[str, dict[str, tuple[float, flo
         sd = slowdown(rts, base_runs)
         out[label] = {s: (v.mean, v.std) for s, v in sd.items()}
     return out
+
+
+def slowdown_title(data: dict, slow: dict) -> str:
+    """One baseline for every configuration, or each against the no-background run of its
+    own sweep point (a capacity sweep: each capacity's own)."""
+    bases = {baseline_for(data, label) for label in slow}
+    if len(bases) == 1:
+        return f"Slowdown against {next(iter(bases)) or 'no background'}"
+    return "Slowdown against no background at the same point"
 
 
 def _fmt(x: float, digits: int = 3) -> str:
@@ -254,7 +263,6 @@ def make_report(results: str | Path, out: str | Path | None = None,
 def _write_report(data: dict[str, Any], out: Path) -> None:
     """Every figure and the page, into ``out`` (a fresh directory)."""
     groups = group_runs(data)
-    base = baseline_label(data)
     wanted = set((data.get("experiment") or {}).get("plots") or ("energy", "timeseries", "cdf",
                                                                   "slowdown"))
     figures: list[tuple[Path, str]] = []
@@ -277,7 +285,7 @@ def _write_report(data: dict[str, Any], out: Path) -> None:
     slow = _slowdowns(data, groups)
     if slow and "slowdown" in wanted:
         fig = P.plot_slowdown_bars(list(slow.items()), SLOWDOWN_STATS,
-                                   title=f"Slowdown against {base or 'no background'}")
+                                   title=slowdown_title(data, slow))
         figures += [(p, CAPTIONS["slowdown"]) for p in P.save(fig, out / "slowdown")
                     if p.suffix == ".png"]
     parts = _kind_parts(groups, out)

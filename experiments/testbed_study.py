@@ -252,7 +252,8 @@ def run_testbed_study(path: str | Path, testbed: str | Path,
     hosts, _ = hosts_of(testbed)
     exp = load_experiment(path, full=full)
     plans = expand_runs(exp, str(path))
-    study = Path(out) if out else Path("runs") / exp.name
+    # absolute: what the machines and tools are given never depends on the working directory
+    study = (Path(out) if out else Path("runs") / exp.name).absolute()
     check_output(study, is_previous=is_study, what="swell study directory")
     with dir_lock(study, "study directory"):
         write_text(study / "experiment.yaml", path.read_text())

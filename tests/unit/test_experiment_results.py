@@ -162,12 +162,18 @@ def test_baseline_is_the_no_background_run_at_the_same_sweep_point():
     data = {"experiment": {}, "runs": [run("5 / NBG", "none", "5"), run("5 / P", "poisson", "5"),
                                        run("20 / NBG", "none", "20"),
                                        run("20 / P", "poisson", "20")]}
+    from swell.experiments.report import slowdown_title
     from swell.experiments.results import baseline_for
 
     assert baseline_for(data, "5 / P") == "5 / NBG"
     assert baseline_for(data, "20 / P") == "20 / NBG"
+    slow = {"5 / P": {}, "20 / P": {}}
+    # the plot's title names one baseline only when every bar has that one
+    assert slowdown_title(data, slow) == "Slowdown against no background at the same point"
+    assert slowdown_title(data, {"5 / P": {}}) == "Slowdown against 5 / NBG"
     data["experiment"]["baseline"] = "20 / NBG"
     assert baseline_for(data, "5 / P") == "20 / NBG"
+    assert slowdown_title(data, slow) == "Slowdown against 20 / NBG"
 
 
 def test_every_experiment_file_validates():
