@@ -44,10 +44,12 @@ class CheckSummary:
     runs: int
     repetitions: int
     traffic_s: float
+    warnings: tuple[str, ...] = ()  # what a run would warn about, per configuration
 
 
-def check_plan(plan: RunPlan, base_dir: Path) -> None:
-    """Everything ``swell run`` checks for one configuration, without running it."""
+def check_plan(plan: RunPlan, base_dir: Path) -> list[str]:
+    """Everything ``swell run`` checks for one configuration, without running it; the
+    warnings its kinds' path checks give (a run prints them too)."""
     from swell.topologies.addressing import plan_addresses
     from swell.topologies.placement import path_facts
     from swell.topologies.spec import spec_from_dict
@@ -72,13 +74,16 @@ def check_plan(plan: RunPlan, base_dir: Path) -> None:
             raise SwellError("topology.foreground.clients",
                              f"the {exp.foreground.kind} foreground needs at least one client")
         path = path_facts(spec)
-        for kind in (bg, fg):
+        warnings: list[str] = []
+        for part, kind in (("background", bg), ("foreground", fg)):
             try:
-                kind.check_path(path)
-            except SwellError:
+                warnings += [f"{part}: {w}" for w in kind.check_path(path) or ()]
+            except SwellError as exc:
+                exc.part = part  # type: ignore[attr-defined]
                 raise
             except Exception:  # noqa: BLE001, S112 - needs what prepare() computes; run checks it
                 continue
+    return warnings
 
 
 def check_experiment(path: str | os.PathLike[str], full: bool = False) -> CheckSummary:
@@ -91,12 +96,14 @@ def check_experiment(path: str | os.PathLike[str], full: bool = False) -> CheckS
     keys = list(exp.sweep)
     base_dir = Path(path).resolve().parent
     seen: set[str] = set()
+    warnings: list[str] = []
     for plan in plans:
         if plan.key in seen:
             continue
         seen.add(plan.key)
         try:
-            check_plan(plan, base_dir)
+            cfg = f"configuration {plan.label!r}: " if keys else ""
+            warnings += [f"{cfg}{w}" for w in check_plan(plan, base_dir)]
         except EnvironmentProblem:
             raise
         except SwellError as exc:
@@ -115,6 +122,7 @@ def check_experiment(path: str | os.PathLike[str], full: bool = False) -> CheckS
         runs=len(plans),
         repetitions=exp.repetitions,
         traffic_s=sum(r.spec.duration_s + r.spec.warmup_s for r in plans),
+        warnings=tuple(warnings),
     )
 
 

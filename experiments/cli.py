@@ -9,6 +9,7 @@ not a previous report.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 
@@ -50,6 +51,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     for path in args.experiments:
         s = check_experiment(path, full=args.full)
+        for w in s.warnings:
+            print(f"swell: {path}: warning: {w}", file=sys.stderr)
         print(f"{path}: ok: {s.configurations} configurations x {s.repetitions} repetitions "
               f"= {s.runs} runs, about {s.traffic_s / 60:.1f} min of traffic")
     return 0

@@ -173,3 +173,23 @@ def test_tcpreplay_on_the_other_family(tmp_path: Path) -> None:
     notes = kind.check_path(PathFacts(forward_mbps=20, reverse_mbps=20, family=6))
     assert len(notes) == 1 and "translated to IPv6" in notes[0], notes
     assert kind.check_path(PathFacts(forward_mbps=20, reverse_mbps=20, family=4)) == []
+
+
+def test_cli_check_prints_what_a_run_would_warn(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """swell check passes an IPv4 trace replayed on an IPv6 plan and says, as a run would,
+    that its packets are translated; a refusal names the part's line, not the topology's."""
+    from swell.cli import main
+
+    bg = {"kind": "tcpreplay", "trace": str(TRACE), "target_mbps": 2}
+    assert main(["check", str(experiment(tmp_path, V6, bg, {"kind": "none"}))]) == 0
+    captured = capsys.readouterr()
+    assert "ok:" in captured.out
+    assert "warning: background: tcpreplay:" in captured.err
+    assert "translated to IPv6" in captured.err
+    path = experiment(tmp_path, V6, {"kind": "none"}, {"kind": "slops"})
+    with pytest.raises(SwellError) as info:
+        check_experiment(path)
+    line_no = next(i for i, ln in enumerate(path.read_text().splitlines(), 1)
+                   if ln.startswith("foreground"))
+    assert info.value.where == f"{path}:{line_no}", info.value.one_line()
