@@ -21,7 +21,8 @@ from swell.generators.playback import (
     trace_schedule,
     write_ditg_files,
 )
-from swell.generators.replay import Inject, pnat_arg, rewrite_argv, round_robin, split_trace
+from swell.generators.replay import Inject, pnat_arg, rewrite_argv, round_robin
+from swell.generators.replay_split import split_trace
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pcap"
 EXAMPLE = DATA / "example.pcap"

@@ -1,7 +1,7 @@
 """tcpreplay's split and rewrite on an IPv6 address plan (no root: files only).
 
 On an IPv6 plan the split keeps a trace's IPv6 TCP/UDP packets and translates its
-IPv4 ones (:func:`swell.generators.replay.v4_to_v6`), writes Ethernet type 0x86DD,
+IPv4 ones (:func:`swell.generators.replay_split.v4_to_v6`), writes Ethernet type 0x86DD,
 renumbers copies under ``fd00::/96``, and names the trace addresses in IPv6 form
 (IPv4 as ``::ffff:a.b.c.d``) so tcprewrite's IPv6 pseudo-NAT maps them. The
 rewrite runs the real tcprewrite where it is installed.
@@ -18,14 +18,10 @@ import dpkt
 import pytest
 
 from swell.errors import SwellError
-from swell.generators.replay import (
+from swell.generators.replay import Inject, pnat_arg, rewrite_argv, round_robin, set_macs
+from swell.generators.replay_split import (
     ETHER_IPV6,
-    Inject,
     Looping,
-    pnat_arg,
-    rewrite_argv,
-    round_robin,
-    set_macs,
     split_trace,
     trace_rates,
     v4_to_v6,
@@ -157,7 +153,7 @@ def test_tcprewrite_maps_ipv6_and_mapped_addresses(tmp_path: Path) -> None:
 def test_ipv6_frames_over_the_mtu_are_cut() -> None:
     """An offloaded IPv6 super-frame (and a translated full-size IPv4 packet) is cut to the
     MTU with its payload length set: tcprewrite's --mtu-trunc cuts IPv4 only."""
-    from swell.generators.replay import _frame
+    from swell.generators.replay_split import _frame
 
     big = tcp6(CLIENT6, SERVER6, 40000, 80, dpkt.tcp.TH_ACK, 1, b"y" * 4000)
     out = _frame(big, 1, 6, mtu=1500)

@@ -109,7 +109,7 @@ def test_replay_split_loops_both_directions_with_renumbered_copies(tmp_path: Pat
     """tcpreplay's split: looped and merged to 8 Mbit/s over 20 s, copies renumbered."""
     import dpkt
 
-    from swell.generators.replay import Looping, split_trace, trace_rates
+    from swell.generators.replay_split import Looping, split_trace, trace_rates
 
     res = split_trace(TRACE, tmp_path, looping=Looping(20.0, True, 8.0, seed=1, warmup_s=3.0))
     plan = res.plan
