@@ -22,8 +22,15 @@ def fifo_chirp_estimates(cap_bps: float, bg_bps: float, bg_bytes: int, n: int = 
                          packet_bytes: int = 1000, spread: float = 1.1,
                          decrease: float = 1.5, busy: int = 5, noise_us: float = 10.0,
                          onset: float = 0.01, lo_frac: float = 0.1, hi_frac: float = 1.5,
-                         poisson: bool = False, seed: int = 0) -> np.ndarray:
-    """``n`` single-chirp estimates (bit/s) through an ideal FIFO (see the module doc)."""
+                         poisson: bool = False, seed: int = 0, holds: int = 0,
+                         hold_us: tuple[float, float] = (100.0, 3000.0),
+                         min_span: float = 2.0) -> np.ndarray:
+    """``n`` single-chirp estimates (bit/s) through an ideal FIFO (see the module doc).
+
+    ``holds``: the sender is held up before that many random packets of each chirp
+    (uniformly ``hold_us`` µs); the rest of the chirp keeps its planned gaps. The
+    chirps, their grid offsets and the background's phase are drawn the same with
+    or without holds."""
     rng = np.random.default_rng(seed)
     serve = 8e9 / cap_bps  # ns per byte
     period = bg_bytes * 8 / bg_bps * 1e9 if bg_bps > 0 else np.inf
@@ -32,6 +39,10 @@ def fifo_chirp_estimates(cap_bps: float, bg_bps: float, bg_bytes: int, n: int = 
         gaps = est.chirp_gaps(lo_frac * cap_bps, hi_frac * cap_bps, packet_bytes, spread,
                               float(rng.random()))
         tx = np.concatenate([[0.0], np.cumsum(gaps)]) + 20e6
+        hrng = np.random.default_rng([seed, c, 1])
+        for k in hrng.choice(np.arange(1, tx.size), size=min(holds, tx.size - 1),
+                             replace=False):
+            tx[k:] += hrng.uniform(*hold_us) * 1e3
         end = tx[-1] + 1e6
         if not np.isfinite(period):
             bg = np.empty(0)
@@ -51,5 +62,5 @@ def fifo_chirp_estimates(cap_bps: float, bg_bps: float, bg_bytes: int, n: int = 
             if k >= 0:
                 rx[k] = free
         out[c] = est.chirp_estimate(tx.astype(np.int64), rx.astype(np.int64), packet_bytes,
-                                    decrease, busy, noise_us * 1e3, onset)
+                                    decrease, busy, noise_us * 1e3, onset, min_span)
     return out

@@ -105,6 +105,10 @@ class ChirpSpec(ProbeSpec):
                             "three packets on ends an excursion")
     onset: float = Field(0.01, ge=0, lt=1, description="a rise below this fraction of the "
                          "gap does not start the last excursion (stamp noise)")
+    min_span: float = Field(2.0, ge=1.0, description="a chirp whose sender was held up "
+                            "mid-chirp is analysed at its actual send gaps; it is usable "
+                            "when the part after the hold that holds the crossing starts "
+                            "this factor below it (docs/bwest.md)")
 
 
 class PathloadSpec(EstimatorSpec):
@@ -348,16 +352,19 @@ class ChirpLoop:
             t = prober.train(s.packet_bytes, gaps)
             seqs, tx, rx = t.arrays()
             value = math.nan
-            sent_gaps = np.diff(tx)
-            jitter = np.abs(sent_gaps - gaps[:len(sent_gaps)]) if len(seqs) == t.sent else None
-            # A chirp with a loss, or one the sender could not space as planned (it was
-            # descheduled: the late packets then leave back to back), is discarded, as
-            # pathChirp discards chirps with a context switch.
-            if jitter is not None and np.all(jitter <= 0.15 * gaps + 2000):
-                value = est.chirp_estimate(tx, rx, s.packet_bytes, s.decrease, s.busy,
-                                           s.noise_us * 1e3, s.onset)
+            # A chirp with a loss is discarded. One whose sender was held up mid-chirp
+            # (swell-probe then re-anchors: one long gap, the planned gaps after it) is
+            # analysed at the gaps it was actually sent with (the send stamps the
+            # packets carry); est.chirp_reading discards it only when the part after
+            # the hold cannot show where the queue starts to build (``min_span``).
+            breaks, why = 0, "loss" if len(seqs) != t.sent else ""
+            if not why:
+                reading = est.chirp_reading(tx, rx, s.packet_bytes, s.decrease, s.busy,
+                                            s.noise_us * 1e3, s.onset, s.min_span)
+                value, breaks, why = reading.estimate, reading.breaks, reading.reason
             chirp = {"t": t.first_tx / 1e9, "t_end": t.last_tx / 1e9,
-                     "estimate_mbps": value / 1e6, "bytes": prober.bytes_sent - b0}
+                     "estimate_mbps": value / 1e6, "bytes": prober.bytes_sent - b0,
+                     "breaks": breaks, "discarded": why}
             self.chirps.append(chirp)
             batch.append(chirp)
             # An estimate is the mean of ``smooth`` usable chirps (a batch of discarded
@@ -369,7 +376,9 @@ class ChirpLoop:
                 record({"t_start": batch[0]["t"], "t_end": batch[-1]["t_end"],
                         "low_mbps": v, "high_mbps": v, "estimate_mbps": v,
                         "probe_bytes": sum(c["bytes"] for c in batch), "chirps": len(vals),
-                        "timeout": False})
+                        "held_chirps": sum(c["breaks"] > 0 for c in batch
+                                           if math.isfinite(c["estimate_mbps"])),
+                        "discarded_chirps": len(batch) - len(vals), "timeout": False})
                 batch = []
             if time.time() - t_last_ok > s.timeout_s:
                 record({"t_start": t_last_ok, "t_end": time.time(), "low_mbps": None,
