@@ -8,7 +8,10 @@ truth per 1 s bin: mean ± sd over runs of each run's mean error, with the
 number of estimates over all runs in brackets. For the chirp, also each
 usable single chirp's error against the truth of its 1 s bin (mean ± sd over
 runs of each run's mean, chirps over all runs in brackets): a smoothed
-estimate needs ``smooth`` usable chirps, which a short run may not have.
+estimate needs ``smooth`` usable chirps, which a short run may not have. "held"
+is how many of the chirps inside the smoothed estimates had their sender held
+up mid-chirp and were read at their actual send gaps (runs from before that
+analysis have no such count: "-").
 
 Usage: .venv/bin/python bench/bwest_fig12_table.py STUDY/results.json
 """
@@ -63,8 +66,8 @@ def main(path: str) -> None:
         print(f"\n{fgl}:\n")
         if chirp:
             print("| background | asked | delivered | truth | estimate | error % (n) | "
-                  "usable chirps | single-chirp error % (n) |")
-            print("|---|---|---|---|---|---|---|---|")
+                  "usable chirps | single-chirp error % (n) | held |")
+            print("|---|---|---|---|---|---|---|---|---|")
         else:
             print("| background | asked | delivered | truth | low | high | midpoint | "
                   "error % (n) | low / high error % |")
@@ -84,8 +87,11 @@ def main(path: str) -> None:
                 ch = [c for x in f for c in x.get("chirps", [])]
                 per_run = [_chirp_errors(x) for x in f]
                 single = _ms([float(np.mean(e)) if e else None for e in per_run], sign=True)
+                es = [e for x in f for e in x.get("estimates", []) if "held_chirps" in e]
+                held = (f"{sum(e['held_chirps'] for e in es)}/{sum(e['chirps'] for e in es)}"
+                        if es else "-")
                 print(f"{head} {est} | {err} | {sum(c[1] is not None for c in ch)}/{len(ch)} "
-                      f"| {single} ({sum(len(e) for e in per_run)}) |")
+                      f"| {single} ({sum(len(e) for e in per_run)}) | {held} |")
             else:
                 lo = _ms([_mean(x, "low_mbps") for x in f])
                 hi = _ms([_mean(x, "high_mbps") for x in f])
