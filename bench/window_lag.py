@@ -8,8 +8,8 @@ offered that way in the window ``[W0, W1)`` into what really moved in the window
 (records' start to end, uniformly) and what did not (cut at the end, never
 started), with the real start lag (record start minus earliest start).
 
-It also evaluates a transfer-time estimate, the one a correct construction
-would count with (docs/scale.md): walking each session in order, a
+It also evaluates the transfer-time estimate the construction counts with
+(``swell.generators.swing_window``, docs/scale.md section 8): walking each session in order, a
 connection starts at its RRE's start plus its offset, an RRE starts ``gap``
 after the previous one's last connection ended, and a connection takes one
 RTT of handshake, then per pair half an RTT plus the request at the path's
@@ -24,7 +24,8 @@ start lag against the real one.
     .venv/bin/python bench/window_lag.py RUN_DIR W0 W1 [--model DIR] [--rtt S] [--rate MBPS]
 
 ``RUN_DIR`` is a run's ``rep<k>`` directory (``background/schedule.jsonl``,
-``background/records.jsonl``).
+``background/records.jsonl``). The background's clock starts with the warm-up: a
+run of ``duration_s`` 8 after ``warmup_s`` 2 has its window at ``2 10``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-MSS, IW = 1448, 10
+from swell.generators import swing_window
 
 
 def load(run: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -49,15 +50,9 @@ def load(run: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def transfer_s(nbytes: int, rtt: float, rate_bps: float) -> float:
-    """Time to move ``nbytes`` from the first byte sent: slow start, then the rate."""
-    if nbytes <= 0:
-        return 0.0
-    t, sent, cwnd = 0.0, 0.0, IW * MSS
-    while sent + cwnd < nbytes and cwnd * 8 / rtt < rate_bps:
-        sent += cwnd
-        cwnd *= 2
-        t += rtt
-    return t + (nbytes - sent) * 8 / rate_bps + rtt / 2
+    """Time to move ``nbytes`` from the first byte sent: slow start, then the rate (the
+    schedule's own estimate, :func:`swell.generators.swing_window.transfer_s`)."""
+    return swing_window.transfer_s(nbytes, swing_window.PathEstimate(rtt, rate_bps))
 
 
 def estimate(sessions: list[dict[str, Any]], rtt: float, rate_bps: float
