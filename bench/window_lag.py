@@ -9,7 +9,7 @@ offered that way in the window ``[W0, W1)`` into what really moved in the window
 started), with the real start lag (record start minus earliest start).
 
 It also evaluates the transfer-time estimate the construction counts with
-(``swell.generators.swing_window``, docs/scale.md section 8): walking each session in order, a
+(``swell.analysis.swing_window``, docs/scale.md section 8): walking each session in order, a
 connection starts at its RRE's start plus its offset, an RRE starts ``gap``
 after the previous one's last connection ended, and a connection takes one
 RTT of handshake, then per pair half an RTT plus the request at the path's
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from swell.generators import swing_window
+from swell.analysis import swing_window
 
 
 def load(run: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -51,7 +51,7 @@ def load(run: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 def transfer_s(nbytes: int, rtt: float, rate_bps: float) -> float:
     """Time to move ``nbytes`` from the first byte sent: slow start, then the rate (the
-    schedule's own estimate, :func:`swell.generators.swing_window.transfer_s`)."""
+    schedule's own estimate, :func:`swell.analysis.swing_window.transfer_s`)."""
     return swing_window.transfer_s(nbytes, swing_window.PathEstimate(rtt, rate_bps))
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from swell.generators.schedule import Conn, Rre, Session
-from swell.generators.swing_window import (
+from swell.analysis.swing_window import (
     IW,
     MSS,
     PathEstimate,
@@ -17,6 +16,7 @@ from swell.generators.swing_window import (
     spans,
     transfer_s,
 )
+from swell.generators.schedule import Conn, Rre, Session
 
 
 def conn(rsp: int, think: float = 0.0, offset: float = 0.0, proto: str = "tcp") -> Conn:

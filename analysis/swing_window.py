@@ -1,6 +1,9 @@
-"""When a Swing session's bytes move: the transfer-time estimate a target counts with.
+"""When a Swing session's bytes move: a transfer-time estimate for a schedule's window.
 
-A schedule with a target is filled segment by segment (warm-up, measured window:
+Used by ``bench/window_lag.py`` to judge a run's schedule against its records; the
+schedule itself does not use it (docs/scale.md, section 8.1: filling a short window
+by this estimate delivered less beside a full bottleneck, so it stayed out). A
+schedule with a target is filled segment by segment (warm-up, measured window:
 :func:`swell.generators.schedule.build_schedule`). Counting a segment's bytes by
 each connection's *earliest* start (its session's arrival plus the RRE gaps and
 offsets, as if transfers took no time) is about right over a minute but wrong in
