@@ -57,6 +57,7 @@ SYSCTLS = (
     "net.ipv4.tcp_timestamps",
     "net.ipv4.tcp_window_scaling",
     "net.ipv4.tcp_no_metrics_save",
+    "net.ipv4.tcp_no_ssthresh_metrics_save",
     "net.ipv4.tcp_slow_start_after_idle",
     "net.core.rmem_max",
     "net.core.wmem_max",

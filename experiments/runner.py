@@ -56,12 +56,17 @@ from swell.progress import Progress
 __all__ = ["host_metadata", "is_study", "prepare_kinds", "run_digest", "run_experiment"]
 
 
-def _set_congestion_control(topo: Any, algo: str) -> None:
-    """Set TCP congestion control in every namespace of the run (and check it took).
+SSTHRESH_SYSCTL = "net.ipv4.tcp_no_ssthresh_metrics_save"
+
+
+def _set_tcp(topo: Any, algo: str, ssthresh_cache: bool = False) -> None:
+    """Set TCP congestion control (and, asked for, the ssthresh cache) in every
+    namespace of the run, and check it took.
 
     Outside the initial namespace the kernel only accepts algorithms listed in the
     host's ``net.ipv4.tcp_allowed_congestion_control``; swell does not change that
-    host-wide setting, it says so instead.
+    host-wide setting, it says so instead. ``tcp_no_ssthresh_metrics_save`` is per
+    namespace (Linux >= 5.6); an older kernel lacks it and caches ssthresh anyway.
     """
     for node in topo.layout.nodes:
         res = topo.run_in(node, ["sysctl", "-q", "-w",
@@ -71,6 +76,12 @@ def _set_congestion_control(topo: Any, algo: str) -> None:
             raise SwellError("congestion_control", f"{algo!r} cannot be set inside a "
                              f"namespace on this host (allowed: {allowed.strip()}); "
                              "choose one of those")
+        if ssthresh_cache and Path("/proc/sys/" + SSTHRESH_SYSCTL.replace(".", "/")).exists():
+            res = topo.run_in(node, ["sysctl", "-q", "-w", f"{SSTHRESH_SYSCTL}=0"],
+                              check=False)
+            if res.returncode != 0:
+                raise SwellError("tcp_ssthresh_cache", f"cannot set {SSTHRESH_SYSCTL}=0 in "
+                                 f"a namespace: {(res.stderr or '').strip()[:200]}")
 
 
 def prepare_kinds(exp: Experiment, ctx: PrepareContext) -> tuple[TrafficKind, TrafficKind]:
@@ -100,12 +111,13 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     for w in warnings:
         prog.note(f"warning: {w}")
     write_json(rdir / "topology.json", json.loads(spec.model_dump_json()))
-    host = {**host_metadata(), "seed": plan.seed, "congestion_control": exp.congestion_control}
+    host = {**host_metadata(), "seed": plan.seed, "congestion_control": exp.congestion_control,
+            "tcp_ssthresh_cache": exp.tcp_ssthresh_cache}
     write_json(rdir / "host.json", host)
     total = exp.warmup_s + exp.duration_s
     with Topology(spec, engine=engine if engine != "auto" else None,
                   capture_dir=rdir / "capture") as topo:
-        _set_congestion_control(topo, exp.congestion_control)
+        _set_tcp(topo, exp.congestion_control, exp.tcp_ssthresh_cache)
         write_json(rdir / "host.json", {**host, "network": network_state(topo)})
         placement = placement_of(topo)
         session = Session(
@@ -129,7 +141,10 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
 def run_digest(plan: RunPlan, full: bool, engine: str) -> str:
     """What a finished run was made from: the resolved spec of its configuration, its
     repetition and seed, ``--full`` and the engine (SHA-256, 16 hex digits)."""
-    src = json.dumps({"spec": json.loads(plan.spec.model_dump_json()), "key": plan.key,
+    spec = json.loads(plan.spec.model_dump_json())
+    if not spec.get("tcp_ssthresh_cache"):  # added later: off, older studies stay resumable
+        spec.pop("tcp_ssthresh_cache", None)
+    src = json.dumps({"spec": spec, "key": plan.key,
                       "repetition": plan.repetition, "seed": plan.seed, "full": full,
                       "engine": engine}, sort_keys=True)
     return hashlib.sha256(src.encode()).hexdigest()[:16]

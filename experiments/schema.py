@@ -96,6 +96,10 @@ class Experiment(StrictModel):
     repetitions: int = Field(1, ge=1, le=1000)
     engine: Literal["auto", "netem", "native"] = "auto"
     congestion_control: Literal["reno", "cubic", "bbr"] = "reno"
+    # Linux >= 5.6 starts every connection without the ssthresh its predecessor to the
+    # same host learnt (net.ipv4.tcp_no_ssthresh_metrics_save=1); true caches it in the
+    # run's namespaces, as the kernels of the paper's era did (docs/generators.md)
+    tcp_ssthresh_cache: bool = False
     topology: ExperimentTopology | str = Field(
         description="a topology spec (inline) or a path to one"
     )

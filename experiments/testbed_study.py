@@ -252,6 +252,9 @@ def run_testbed_study(path: str | Path, testbed: str | Path,
     hosts, _ = hosts_of(testbed)
     exp = load_experiment(path, full=full)
     plans = expand_runs(exp, str(path))
+    if any(p.spec.tcp_ssthresh_cache for p in plans):
+        raise SwellError(path, "tcp_ssthresh_cache: applies to local runs; a testbed's "
+                         "machines keep their own net.ipv4.tcp_no_ssthresh_metrics_save")
     # absolute: what the machines and tools are given never depends on the working directory
     study = (Path(out) if out else Path("runs") / exp.name).absolute()
     check_output(study, is_previous=is_study, what="swell study directory")

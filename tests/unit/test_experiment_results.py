@@ -193,3 +193,31 @@ def test_every_experiment_file_validates():
                     # experiments/paper/make_traces.sh (test_paper_files checks them)
                     if p and "out/paper/traces/" not in str(p):
                         assert (f.parent / p).exists(), (f, p)
+
+
+def test_tcp_ssthresh_cache_is_validated_and_keeps_older_digests(tmp_path: Path):
+    """The ssthresh cache is a typed run-wide option (off by default); off, a run's digest
+    is what it was before the option existed, so finished studies stay resumable; on, the
+    runs are different runs."""
+    from swell.experiments.runner import run_digest
+    from swell.experiments.schema import expand_runs, load_experiment
+
+    text = (Path(__file__).resolve().parents[2] / "experiments" / "demo.yaml").read_text()
+    plain, on, bad = (tmp_path / f"{n}.yaml" for n in ("plain", "on", "bad"))
+    plain.write_text(text)
+    on.write_text(text + "\ntcp_ssthresh_cache: true\n")
+    bad.write_text(text + "\ntcp_ssthresh_cache: sometimes\n")
+    with pytest.raises(SwellError, match="tcp_ssthresh_cache"):
+        load_experiment(bad)
+    p0 = expand_runs(load_experiment(plain), str(plain))[0]
+    p1 = expand_runs(load_experiment(on), str(on))[0]
+    assert p0.spec.tcp_ssthresh_cache is False and p1.spec.tcp_ssthresh_cache is True
+    spec = json.loads(p0.spec.model_dump_json())
+    del spec["tcp_ssthresh_cache"]
+    import hashlib
+
+    old = hashlib.sha256(json.dumps({"spec": spec, "key": p0.key, "repetition": p0.repetition,
+                                     "seed": p0.seed, "full": False, "engine": "native"},
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    assert run_digest(p0, False, "native") == old
+    assert run_digest(p1, False, "native") != old
