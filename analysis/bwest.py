@@ -44,7 +44,9 @@ other packet gets ``E_k = R_l``. The chirp's estimate is the gap-weighted mean
 of the ``E_k``. One deviation, documented in ``docs/bwest.md``: ``A`` lies
 between ``R_{l-1}`` and ``R_l``, and pathChirp's ``R_l`` overestimates by up to
 the spread factor (20% at γ=1.2) on an idle link, so ``E`` uses the geometric
-midpoint ``√(R_{l-1} R_l)``.
+midpoint ``√(R_{l-1} R_l)``. A chirp whose sender was held up mid-chirp is read
+at the rates it actually had (:func:`chirp_reading`: split at the hold, one
+discard rule, ``min_span``).
 
 **Truth.** The available bandwidth per 1 s bin at the bottleneck is its
 capacity minus the background's bit rate there
