@@ -90,7 +90,8 @@ def render_run(experiment: str | Path, hosts_path: str | Path, out: str | Path,
     spec = spec_from_dict(topo, f"{plan.key} topology")
     links = resolve_host_links(spec, plan_addresses(spec))
     tb = plan_testbed(spec, {k: list(v) for k, v in links.items()}, hosts,
-                      prefix or new_testbed_prefix())
+                      prefix or new_testbed_prefix(),
+                      congestion_control=plan.spec.congestion_control)
     _write(tb, hosts, out)
     return tb
 

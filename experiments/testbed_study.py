@@ -91,7 +91,8 @@ def render_plan(plan: RunPlan, hosts: HostsFile, base_dir: Path, models: Path,
     topo = run_topology(plan, hosts, base_dir, models)
     spec = spec_from_dict(topo, f"{plan.key} topology")
     links = resolve_host_links(spec, plan_addresses(spec))
-    tb = plan_testbed(spec, {k: list(v) for k, v in links.items()}, hosts, prefix)
+    tb = plan_testbed(spec, {k: list(v) for k, v in links.items()}, hosts, prefix,
+                      congestion_control=plan.spec.congestion_control)
     write_inventory(tb, hosts, out)
     return tb, topo
 

@@ -174,6 +174,7 @@ class EdgeVars:
     subnets: tuple[str, ...]  # the emulated subnets it carries
     aliases: tuple[str, ...]  # its emulated hosts
     network: str  # the experiment's emulated network, routed via the router
+    congestion_control: str | None = None  # the experiment's, set machine-wide (undone after)
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,8 @@ def _node_machines(plan_nodes: Sequence[NodePlan], hosts: HostsFile) -> dict[str
 
 
 def plan_testbed(spec: TopologySpec, links: dict[str, list[tuple[Any, LinkDir]]],
-                 hosts: HostsFile, prefix: str) -> TestbedPlan:
+                 hosts: HostsFile, prefix: str,
+                 congestion_control: str | None = None) -> TestbedPlan:
     """The testbed layout of a run (``links``: resolved access links per side)."""
     nets = list(hosts.links_network.subnets(new_prefix=30))
     if hosts.links_network.overlaps(spec.network):
@@ -239,7 +241,7 @@ def plan_testbed(spec: TopologySpec, links: dict[str, list[tuple[Any, LinkDir]]]
         subnets = tuple(str(n.subnet) for n in nodes)
         aliases = tuple(str(h) for n in nodes for h in n.hosts)
         edges.append(EdgeVars(m.name, m.role, side, m.iface, f"{m_ip}/30", str(r_ip), subnets,
-                              aliases, str(spec.network)))
+                              aliases, str(spec.network), congestion_control))
         ports.append(RouterPort(m.name, side, m.router_iface, f"{r_ip}/30", str(m_ip), subnets))
         for n in nodes:
             for h in n.hosts:

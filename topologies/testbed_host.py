@@ -124,6 +124,8 @@ def edge_up(v: dict[str, Any], undo: Undo) -> None:
         raise SwellError(v["name"], f"no experiment interface {dev}")
     sh("ip", "link", "set", dev, "up")
     _offloads_off(undo, dev)
+    if v.get("congestion_control"):  # the experiment's TCP, as a local run sets per namespace
+        _sysctl(undo, "net.ipv4.tcp_congestion_control", v["congestion_control"])
     _ip(undo, ["addr", "add", v["link_ip"], "dev", dev], ["addr", "del", v["link_ip"], "dev", dev])
     for a in v["aliases"]:
         _ip(undo, ["addr", "add", f"{a}/32", "dev", dev], ["addr", "del", f"{a}/32", "dev", dev])

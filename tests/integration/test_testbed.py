@@ -77,6 +77,12 @@ def ping_all(m, plan, pairs) -> dict[tuple[str, str], list[float]]:
     return out
 
 
+def cc_of(m, machine: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", m.ns[machine], "sysctl", "-n",
+                           "net.ipv4.tcp_congestion_control"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
 @pytest.fixture
 def testbed(netns, tmp_path):
     m = start_machines(netns, tmp_path, MACHINES)
@@ -105,6 +111,7 @@ def test_layout_rtts_collect_teardown(testbed, tmp_path):
         assert f"{group}:" in inv
     links = [h.link for h in plan.hosts if h.role == "bg"]
     assert len(links) == 9 and len({json.dumps(x, sort_keys=True) for x in links}) > 1
+    before = cc_of(m, "bgc0")
     try:
         report = playbook("prepare", tdir)
         installs = [t for p in report["plays"] for t in p["tasks"]
@@ -113,6 +120,10 @@ def test_layout_rtts_collect_teardown(testbed, tmp_path):
         changed = [h for t in installs for h, r in t["hosts"].items() if r.get("changed")]
         assert not changed, f"prepare installed something on {changed}"
         playbook("layout", tdir)
+        # the experiment's TCP (reno by default) on every edge machine while laid out
+        for e in plan.edges:
+            assert e.congestion_control == "reno"
+            assert cc_of(m, e.name) == "reno", e.name
         clients = [h for h in plan.hosts if h.side == "left" and h.role == "bg"]
         servers = [h for h in plan.hosts if h.side == "right" and h.role == "bg"]
         assert {h.machine for h in clients} == {"bgc0", "bgc1"}
@@ -131,6 +142,7 @@ def test_layout_rtts_collect_teardown(testbed, tmp_path):
     finally:
         playbook("teardown", tdir)
     assert not leftovers(m, plan.prefix, [workdir], plan)
+    assert {cc_of(m, e.name) for e in plan.edges} == {before}  # restored by the undo log
     playbook("teardown", tdir)  # again: nothing to do, no error
 
 
