@@ -25,18 +25,9 @@ import pytest
 from swell.experiments.testbed_run import playbook, render_run
 from swell.topologies.testbed import EmulatedHost
 
-from .testbed_machines import REPO, SSHD, leftovers, start_machines
+from .testbed_machines import MACHINES, REPO, ROLES, SKIPS, leftovers, start_machines
 
-pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, sshd)"),
-    pytest.mark.skipif(not Path(SSHD).exists(), reason="openssh-server not installed"),
-    pytest.mark.skipif(not (REPO / ".venv/bin/ansible-playbook").exists(),
-                       reason="ansible-core not installed in .venv (requirements.lock)"),
-]
-
-MACHINES = ["rtr", "bgc0", "bgc1", "bgs0", "fgc0", "fgs0"]
-ROLES = {"bgc0": "bg_clients", "bgc1": "bg_clients", "bgs0": "bg_servers",
-         "fgc0": "fg_clients", "fgs0": "fg_servers"}
+pytestmark = SKIPS
 EXPERIMENT = f"""
 name: testbed
 seed: 7

@@ -21,7 +21,6 @@ measurement after a 2 s warm-up instead of 60 s after 5 s.
 from __future__ import annotations
 
 import json
-import os
 import re
 import tempfile
 from pathlib import Path
@@ -31,18 +30,17 @@ import pytest
 
 from swell.topologies.testbed import EmulatedHost
 
-from .testbed_machines import REPO, SSHD, leftovers, start_machines
+from .testbed_machines import (
+    MACHINES,
+    REPO,
+    ROLES,
+    SKIPS,
+    leftovers,
+    processes,
+    start_machines,
+)
 
-pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, sshd)"),
-    pytest.mark.skipif(not Path(SSHD).exists(), reason="openssh-server not installed"),
-    pytest.mark.skipif(not (REPO / ".venv/bin/ansible-playbook").exists(),
-                       reason="ansible-core not installed in .venv (requirements.lock)"),
-]
-
-MACHINES = ["rtr", "bgc0", "bgc1", "bgs0", "fgc0", "fgs0"]
-ROLES = {"bgc0": "bg_clients", "bgc1": "bg_clients", "bgs0": "bg_servers",
-         "fgc0": "fg_clients", "fgs0": "fg_servers"}
+pytestmark = SKIPS
 DEMO = REPO / "experiments" / "demo.yaml"
 UNDER_DELIVERED = re.compile(r"background (forward|reverse): delivered [\d.]+ of [\d.]+ "
                              r"Mbit/s asked \(\d+%\) in the window;")
@@ -175,11 +173,6 @@ def test_demo_study_on_the_testbed(machines, tmp_path):
         assert tb["files"]["bgc0"]["pushed_files"] >= 1
         assert tb["files"]["bgc0"]["collected_files"] >= 1
         assert by[label]["bottleneck"]["reverse"]["bg_packets"] > 500
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            assert not any(w in cmd for w in (b"swell-gen", b"httperf", b"ssh_relay",
-                                              b"apache2 -f")), cmd[:80]
+    for _, cmd in processes():
+        assert not any(w in cmd for w in (b"swell-gen", b"httperf", b"ssh_relay",
+                                          b"apache2 -f")), cmd[:80]

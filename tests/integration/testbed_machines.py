@@ -32,12 +32,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from swell.nsset import NetnsSet, run_cmd
 
 SSHD = "/usr/sbin/sshd"
 REPO = Path(__file__).resolve().parents[2]
+# the testbed tests' machines and their roles, and why they skip
+MACHINES = ["rtr", "bgc0", "bgc1", "bgs0", "fgc0", "fgs0"]
+ROLES = {"bgc0": "bg_clients", "bgc1": "bg_clients", "bgs0": "bg_servers",
+         "fgc0": "fg_clients", "fgs0": "fg_servers"}
+SKIPS = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, sshd)"),
+    pytest.mark.skipif(not Path(SSHD).exists(), reason="openssh-server not installed"),
+    pytest.mark.skipif(not (REPO / ".venv/bin/ansible-playbook").exists(),
+                       reason="ansible-core not installed in .venv (requirements.lock)"),
+]
+
+
+def processes() -> list[tuple[str, bytes]]:
+    """Every process's pid and command line (NUL-separated) that can be read."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                out.append((pid, Path(f"/proc/{pid}/cmdline").read_bytes()))
+            except OSError:
+                continue
+    return out
 
 
 def free_mgmt_net() -> ipaddress.IPv4Network:
@@ -190,14 +213,9 @@ def leftovers(m: Machines, prefix: str, workdirs: list[Path], plan: Any) -> list
                                 capture_output=True, text=True).stdout
         left += [f"{name}: route {r}" for r in routes.splitlines()
                  if r.startswith("10.78.") or "table 770" in r]
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if prefix.encode() in cmd and b"pytest" not in cmd:
-                shown = cmd.replace(b"\0", b" ")[:80]
-                left.append(f"process {pid}: {shown!r}")
+    for pid, cmd in processes():
+        if prefix.encode() in cmd and b"pytest" not in cmd:
+            shown = cmd.replace(b"\0", b" ")[:80]
+            left.append(f"process {pid}: {shown!r}")
     left += [f"files: {w / prefix}" for w in workdirs if (w / prefix).exists()]
     return left
