@@ -174,3 +174,20 @@ def test_other_figures_keep_base_counts(name: str) -> None:
         else (None, None)
     for _, spec in _points(name):
         assert (spec.topology.clients.count, spec.topology.servers.count) == want, name
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_tcp_caches_ssthresh_as_the_papers_kernel(name: str) -> None:
+    """The paper's Linux 2.6.10 cached ssthresh per destination; base.yaml turns the cache
+    on, so every figure that extends it runs its TCP backgrounds beside back-to-back
+    downloads as the paper did (docs/paper.md, Figure 4). Figure 12 is self-contained:
+    its backgrounds are UDP and Swing against UDP probes, measured without the cache
+    (docs/bwest.md)."""
+    import yaml
+
+    raw = yaml.safe_load((PAPER / f"{name}.yaml").read_text())
+    want = raw.get("extends") == "base.yaml"
+    assert want == (name != "fig12_bwest"), name
+    assert {spec.tcp_ssthresh_cache for _, spec in _points(name)} == {want}, name
+    if want:
+        assert "2.6.10" in (PAPER / "base.yaml").read_text()
