@@ -358,6 +358,20 @@ def _value_label(value: Any) -> str:
     return str(value)
 
 
+def _portable(value: Any, field: str = "") -> Any:
+    """A sweep value as it names its run: file paths by their file names, so a run's key
+    and seed do not depend on where the checkout or the study lives (paths are absolute
+    after loading)."""
+    if isinstance(value, str) and (field in PATH_FIELDS or field == "topology") \
+            and os.path.isabs(value):
+        return os.path.basename(value)
+    if isinstance(value, dict):
+        return {k: _portable(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_portable(v, field) for v in value]
+    return value
+
+
 def derive_seed(seed: int, key: str, repetition: int) -> int:
     """A stable per-run seed from the experiment seed, the run key and the repetition."""
     digest = hashlib.sha256(f"{seed}/{key}/{repetition}".encode()).digest()
@@ -417,7 +431,8 @@ def expand_runs(exp: Experiment, where: str = "experiment") -> list[RunPlan]:
                                          "configurations; give each its own label (the "
                                          "report would average them as repetitions)")
         labels[label] = idx
-        key_src = "|".join(f"{k}={v!r}" for k, v in zip(keys, combo, strict=True)) or "single"
+        key_src = "|".join(f"{k}={_portable(v, k)!r}"
+                           for k, v in zip(keys, combo, strict=True)) or "single"
         key = _slug(label) + "-" + hashlib.sha1(key_src.encode()).hexdigest()[:6]
         point = tuple((k, _value_label(v)) for k, v in zip(keys, combo, strict=True))
         for rep in range(exp.repetitions):

@@ -117,6 +117,30 @@ topology: {bottleneck: {rate_mbps: 5}}
     assert derive_seed(1, "a", 0) != derive_seed(2, "a", 0)
 
 
+def test_keys_and_seeds_do_not_depend_on_the_location(tmp_path):
+    """The same study in another checkout draws the same runs: trace and model paths
+    are absolute after loading, but a run's key and seed use their file names."""
+    text = """
+name: s
+sweep:
+  background:
+    - {kind: swing, trace: data/a.pcap, label: A}
+    - {kind: swing, trace: data/b.pcap, label: B}
+"""
+    for sub in ("one", "elsewhere/two", "three"):
+        (tmp_path / sub).mkdir(parents=True)
+    one = expand_runs(load_experiment(write(tmp_path / "one", "s.yaml", text)))
+    two = expand_runs(load_experiment(write(tmp_path / "elsewhere" / "two", "s.yaml", text)))
+    assert [r.spec.background.trace for r in one] != [r.spec.background.trace for r in two]
+    assert [(r.key, r.seed) for r in one] == [(r.key, r.seed) for r in two]
+    assert len({r.seed for r in one}) == 2
+    # the same file name in two folders, otherwise alike: the labels tell them apart
+    # (two equal labels are refused), so do their keys and seeds
+    same = text.replace("data/b.pcap", "other/a.pcap")
+    runs = expand_runs(load_experiment(write(tmp_path / "three", "s.yaml", same)))
+    assert len({r.key for r in runs}) == len({r.seed for r in runs}) == 2
+
+
 def test_sweep_point_invalid_is_reported(tmp_path):
     p = write(tmp_path, "s.yaml", "name: s\nsweep:\n  background: [{kind: poisson}]\n")
     with pytest.raises(SwellError, match="sweep point"):
