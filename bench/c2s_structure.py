@@ -18,6 +18,9 @@ TCP port 80, client -> server segments with payload):
 * ``gaps``: per-connection gaps between request segments (the request /
   response / think loop of one connection), in ms buckets; and the gaps
   between a host's successive SYNs to port 80 (Swing's ``interConn``);
+* ``syns``: per port class (80 or not), the gaps between a host's successive
+  SYNs and how many other SYNs of the host fall within 100 ms of each (the
+  clustering of connection starts beyond the gap distribution);
 * ``ack_lag``: for each client pure ACK, the time since the last server data
   segment of its connection seen at the same point (the clients' access
   delay is under 0.01 ms in these runs, so this is the receiver's delay plus
@@ -29,7 +32,9 @@ client -> server energy becomes when the correlation *between* connections is
 removed and everything else kept: each connection keeps its start (its first
 client -> server packet) and gets the packet timing and sizes of another
 connection of the same client host and the same class (port 80 or not),
-drawn as a permutation (``permuted``). The energy difference to the trace
+drawn as a permutation (``permuted``); and with every connection moved by
+its own random offset, wrapping inside the span (``shifted``: the starts'
+clustering gone too). The energy difference to the trace
 (log2, db3, 1 ms bins) is printed per octave next to the trace's first-half /
 second-half floor.
 """
@@ -114,7 +119,27 @@ def requests(p: dict[str, np.ndarray], c2s: np.ndarray, inside: np.ndarray
             "long_neighbours_within_100ms_mean": round(float(nr.mean()), 2),
             "long_with_no_neighbour": round(float((nr == 0).mean()), 2),
             "per_connection_gaps_ms": _hist(gaps, GAP_EDGES),
-            "syn_gaps_per_host_ms": _hist(np.concatenate(syn_gaps), GAP_EDGES)}
+            "syn_gaps_per_host_ms": _hist(np.concatenate(syn_gaps), GAP_EDGES),
+            "syns": {"port 80": syn_clusters(p, c2s, inside, True),
+                     "other ports": syn_clusters(p, c2s, inside, False)}}
+
+
+def syn_clusters(p: dict[str, np.ndarray], c2s: np.ndarray, inside: np.ndarray, web: bool
+                 ) -> dict[str, Any]:
+    """Gaps between a host's successive SYNs and how many of its SYNs fall within 100 ms."""
+    syn = (inside & c2s & (p["proto"] == 6) & ((p["dport"] == 80) == web)
+           & ((p["tcp_flags"].astype(np.int64) & 0x12) == 0x02))
+    gaps, near = [], []
+    for s in np.unique(p["saddr_lo"][syn]):
+        t = np.sort(p["ts_ns"][syn & (p["saddr_lo"] == s)]) / MS
+        gaps.append(np.diff(t))
+        near.append(np.searchsorted(t, t + 100) - np.searchsorted(t, t - 100) - 1)
+    if not gaps:
+        return {"syns": 0}
+    nr = np.concatenate(near)
+    return {"syns": int(syn.sum()), "gaps_per_host_ms": _hist(np.concatenate(gaps), GAP_EDGES),
+            "other_syns_within_100ms_mean": round(float(nr.mean()), 1),
+            "other_syns_within_100ms_p90": float(np.percentile(nr, 90))}
 
 
 def ack_lag(p: dict[str, np.ndarray], c2s: np.ndarray, inside: np.ndarray) -> dict[str, Any]:
@@ -155,7 +180,7 @@ def permuted(o: dict[str, np.ndarray], c2s: np.ndarray, seeds: int) -> dict[str,
 
     base, x = energy(ts_a, sz)
     floor = halves_floor(x, 0.001, 3, 8)
-    diffs = []
+    diffs, shifted = [], []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
         perm = np.arange(len(u))
@@ -166,12 +191,18 @@ def permuted(o: dict[str, np.ndarray], c2s: np.ndarray, seeds: int) -> dict[str,
         t = start[perm[inv]] + rel
         keep = t < t1
         diffs.append(energy(t[keep], sz[keep])[0] - base)
-    d = np.array(diffs)
+        off = rng.integers(0, t1 - t0, size=len(u))
+        shifted.append(energy(t0 + (ts_a - t0 + off[inv]) % (t1 - t0), sz)[0] - base)
+    d, sh = np.array(diffs), np.array(shifted)
     return {"octaves": [{"octave": j + 1, "time_scale_s": 2 ** (j + 1) / 1000,
                          "floor": floor.get(j + 1), "trace_y": round(float(base[j]), 3),
                          "diff_mean": round(float(d[:, j].mean()), 3),
                          "diff_min": round(float(d[:, j].min()), 3),
-                         "diff_max": round(float(d[:, j].max()), 3)} for j in range(len(base))],
+                         "diff_max": round(float(d[:, j].max()), 3),
+                         "shifted_mean": round(float(sh[:, j].mean()), 3),
+                         "shifted_min": round(float(sh[:, j].min()), 3),
+                         "shifted_max": round(float(sh[:, j].max()), 3)}
+                        for j in range(len(base))],
             "seeds": seeds}
 
 
@@ -205,12 +236,15 @@ def main() -> int:
         print(name)
         for part in ("requests", "ack_lag"):
             print(f"  {part}: " + json.dumps(r[part]))
-    print("trace with connection timing permuted within each client host (starts kept), "
-          f"{a.seeds} draws: energy minus the trace's, log2")
+    print(f"the trace, {a.seeds} draws, energy minus the trace's, log2: 'permuted' = each "
+          "connection keeps its start and takes another's timing within its client host; "
+          "'shifted' = each connection moved by its own random offset (wrapping in the span)")
     for row in res["permuted"]["octaves"]:
         f = row["floor"]
         print(f"  {row['time_scale_s'] * 1000:6.0f} ms  floor {f if f is None else round(f, 2)}"
-              f"  {row['diff_mean']:+.2f} ({row['diff_min']:+.2f} .. {row['diff_max']:+.2f})")
+              f"  permuted {row['diff_mean']:+.2f} ({row['diff_min']:+.2f} .. "
+              f"{row['diff_max']:+.2f})  shifted {row['shifted_mean']:+.2f} "
+              f"({row['shifted_min']:+.2f} .. {row['shifted_max']:+.2f})")
     if a.json:
         a.json.write_text(json.dumps(res, indent=1) + "\n")
     return 0
