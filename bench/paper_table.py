@@ -54,7 +54,10 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
             "point": runs[0].get("point"), "repetitions": len(runs),
             "asked_s2c_mbps": asked[0],
             "delivered_s2c_mbps": got, "delivered_c2s_mbps": up,
-            "delivered_share": [g / a if a else None for g, a in zip(got, asked, strict=True)],
+            # the run's own share: IP over IP for the open-loop kinds and playback,
+            # payload over payload for Swing (whose target is payload)
+            "delivered_share": [((r.get("load") or {}).get("reverse") or {}).get("delivered_share")
+                                for r in runs],
             "downloads": int(pooled.size),
             "problems": [p for r in runs for p in r.get("problems", [])],
         }
