@@ -58,6 +58,11 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
             # payload over payload for Swing (whose target is payload)
             "delivered_share": [((r.get("load") or {}).get("reverse") or {}).get("delivered_share")
                                 for r in runs],
+            # what the run counts per direction (payload for Swing, IP for the others)
+            "load_delivered_mbps": [{d: ((r.get("load") or {}).get(d) or {}).get("delivered_mbps")
+                                     for d in ("reverse", "forward")} for r in runs],
+            "load_asked_mbps": [{d: ((r.get("load") or {}).get(d) or {}).get("asked_mbps")
+                                 for d in ("reverse", "forward")} for r in runs],
             "downloads": int(pooled.size),
             "problems": [p for r in runs for p in r.get("problems", [])],
         }
