@@ -15,16 +15,15 @@ the problems the run reports. The plots are the report's
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from paper_common import study_rows  # noqa: E402
+
 from swell.analysis.energy import EnergyPlot, hurst_estimate  # noqa: E402
-from swell.experiments.results import load_results  # noqa: E402
 
 FIRST_OCTAVE = 3  # 2^3 ms = 8 ms of the 1 ms series
 
@@ -53,13 +52,7 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("study", help="study directory or its results.json")
-    ap.add_argument("--json", help="also write the rows to this file")
-    args = ap.parse_args(argv)
-    rows = rows_of(load_results(args.study))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    rows = study_rows(__doc__, rows_of, argv)
     print("| background | delivered s->c (IP) | share | busiest bin | energy slope from 8 ms "
           "(Hurst) | problems |")
     print("|---|---|---|---|---|---|")

@@ -30,19 +30,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from paper_common import response_times  # noqa: E402
 
 from swell.analysis import plots as P  # noqa: E402
 from swell.analysis.metrics import slowdown  # noqa: E402
 from swell.experiments.results import baseline_for, group_runs, load_results  # noqa: E402
 
 RATE_KEY = "topology.bottleneck.rate_mbps"
-
-
-def _rts(run: dict[str, Any]) -> np.ndarray:
-    return np.asarray((run.get("foreground") or {}).get("response_times_s") or [], float)
 
 
 def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -53,8 +49,8 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
         if runs[0].get("background_kind") == "none":
             continue
         base = baseline_for(data, label)
-        base_rts = [r for r in (_rts(x) for x in groups.get(base, [])) if r.size]
-        rts = [r for r in (_rts(x) for x in runs) if r.size]
+        base_rts = [r for r in (response_times(x) for x in groups.get(base, [])) if r.size]
+        rts = [r for r in (response_times(x) for x in runs) if r.size]
         row: dict[str, Any] = {
             "capacity_mbps": float(runs[0]["point"][RATE_KEY]),
             "background": runs[0]["point"].get("background") or label,

@@ -19,8 +19,6 @@ the page can be recomputed from the stored results.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,14 +27,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from paper_common import response_times, study_rows  # noqa: E402
+
 from swell.analysis.metrics import slowdown  # noqa: E402
-from swell.experiments.results import baseline_for, group_runs, load_results  # noqa: E402
+from swell.experiments.results import baseline_for, group_runs  # noqa: E402
 
 STATS = ("p50", "p90", "p95")
-
-
-def _rts(run: dict[str, Any]) -> np.ndarray:
-    return np.asarray((run.get("foreground") or {}).get("response_times_s") or [], float)
 
 
 def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -44,7 +40,7 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
     groups = group_runs(data)
     rows = []
     for label, runs in groups.items():
-        rts = [_rts(r) for r in runs]
+        rts = [response_times(r) for r in runs]
         pooled = np.concatenate(rts) if rts else np.zeros(0)
         asked = [float((r.get("asked_mbps") or {}).get("reverse") or 0.0) for r in runs]
         got = [float(r["bottleneck"]["reverse"]["bg_mean_mbps"]) for r in runs]
@@ -71,7 +67,7 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
             row["rt_mean_s"] = float(pooled.mean())
             row["rt_max_s"] = float(pooled.max())
         base = baseline_for(data, label)
-        base_rts = [r for r in (_rts(x) for x in groups.get(base, [])) if r.size]
+        base_rts = [r for r in (response_times(x) for x in groups.get(base, [])) if r.size]
         ok = [r for r in rts if r.size]
         if base and base != label and ok and base_rts:
             base_mean = float(np.concatenate(base_rts).mean())
@@ -93,13 +89,7 @@ def _f(x: float | None, fmt: str = ".2f") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("study", help="study directory or its results.json")
-    ap.add_argument("--json", help="also write the rows to this file")
-    args = ap.parse_args(argv)
-    rows = rows_of(load_results(args.study))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    rows = study_rows(__doc__, rows_of, argv)
     print("| config | asked s->c | delivered s->c (per rep) | share | c->s | downloads | "
           "p5 / p50 / p90 / p95 (s) | mean increase | slowdown p50 / p90 / p95 | problems |")
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -17,15 +17,13 @@ the plots are the report's (``video-interarrival.png``, ``video-rate.png``).
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from swell.experiments.results import load_results  # noqa: E402
+from paper_common import study_rows  # noqa: E402
 
 
 def _late_at(fg: dict[str, Any], buffer_s: float) -> int | None:
@@ -59,13 +57,7 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("study", help="study directory or its results.json")
-    ap.add_argument("--json", help="also write the rows to this file")
-    args = ap.parse_args(argv)
-    rows = rows_of(load_results(args.study))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    rows = study_rows(__doc__, rows_of, argv)
     print("| run | link | buffer | bg s->c (share) | inter-arrival p50 / p90 / p99 (ms) | loss | "
           "late frames | stalls / time (longest) | late at D=0 / D=10 | s below rate | problems |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
