@@ -30,7 +30,7 @@ import numpy as np
 from swell.errors import SwellError
 from swell.extract import variants
 from swell.extract.model import FORMAT as MODEL_FORMAT
-from swell.extract.model import SwingModel, load_model, save_model
+from swell.extract.model import RRE_DRAW_TEXT, SwingModel, load_model, save_model
 from swell.extract.network import NET_PARAMS, SIDES
 from swell.extract.pipeline import extract_model
 from swell.extract.reader import last_damage
@@ -82,6 +82,7 @@ def format_summary(model: SwingModel) -> str:
     ]
     if model.meta.get("variants"):
         out.append(f"  variants: {model.meta['variants']}")
+    out.append(f"  RRE draw: {model.rre_draw()} ({RRE_DRAW_TEXT[model.rre_draw()]})")
     out.append("")
     out.append(
         f"{'application':<16}{'conns':>7}{'bytes c->s':>13}{'bytes s->c':>13}"

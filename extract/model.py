@@ -7,7 +7,8 @@ A model is a directory (format documented in ``docs/model-format.md``)::
                        summary, network summary, what could not be estimated and
                        what was assumed, sensitivity table, applied variants
     MODEL/arrays.npz   every distribution as empirical samples:
-                       app/<app>/<param>   (see swell.extract.sessions.APP_PARAMS)
+                       app/<app>/<param>   (see swell.extract.sessions.APP_PARAMS;
+                       optional: JOINT_PARAMS, the trace's RREs whole)
                        net/<side>/<param>  (side client|server; hosts, delay_s,
                        capacity_bps, loss and their *_measured masks)
 
@@ -34,13 +35,30 @@ from swell.errors import SwellError
 from swell.extract import modeldir
 from swell.extract.conntypes import ConnTable
 from swell.extract.network import NET_PARAMS, SIDES, Evidence, describe, estimate_network
-from swell.extract.sessions import APP_PARAMS, Thresholds, app_parameters
+from swell.extract.sessions import APP_PARAMS, JOINT_PARAMS, Thresholds, app_parameters
 
 FORMAT = "swell-swing-model"
 FORMAT_VERSION = 1
 # provenance.content_hash: the trace file's hash, computed by the reader (extract/native/digest.rs)
 HASH_ALGORITHM = "xxh3-128"
-INT_PARAMS = ("numConn", "numRRE", "numPairs", "reqSize", "rspSize", "rreServer")
+INT_PARAMS = (
+    "numConn",
+    "numRRE",
+    "numPairs",
+    "reqSize",
+    "rspSize",
+    "rreServer",
+    "rreConns",
+    "rrePairs",
+)
+RRE_DRAW_TEXT = {  # what SwingModel.rre_draw() means, for `swell model show`
+    "joint": "each RRE's connections, offsets and pair counts drawn together from the trace's RREs",
+    "independent": (
+        "numConn, interConn and numPairs drawn one by one: no joint RRE "
+        "sample (a model written before it; re-extract to get it)"
+    ),
+    "mixed": "joint for the applications with a joint RRE sample, one by one for the others",
+}
 PARAM_UNITS = {
     "numConn": "connections per RRE",
     "interConn": "s between connection starts in an RRE",
@@ -53,6 +71,9 @@ PARAM_UNITS = {
     "sessionStart": "s since trace start",
     "interSession": "s between session starts",
     "rreServer": "server host index (into net/server/hosts order) per RRE",
+    "rreConns": "connections per RRE, the joint sample's RREs in order",
+    "rreOffsets": "s from the RRE's first connection start, per connection of rreConns",
+    "rrePairs": "request/response pairs per connection of rreConns",
     "delay_s": "one-way access delay, s",
     "capacity_bps": "access capacity, bit/s",
     "loss": "loss rate (retransmitted / data segments)",
@@ -80,6 +101,14 @@ class SwingModel:
         if key not in self.arrays:
             raise KeyError(key)
         return self.arrays[key]
+
+    def rre_draw(self, app: str | None = None) -> str:
+        """How the schedule draws an RRE's connections: ``joint`` (whole RREs of the
+        trace from ``JOINT_PARAMS``), ``independent`` (numConn, interConn and numPairs
+        one by one: a model written before the joint sample) or ``mixed``."""
+        apps = [app] if app else self.apps
+        have = {all(f"app/{a}/{p}" in self.arrays for p in JOINT_PARAMS) for a in apps}
+        return "mixed" if len(have) > 1 else "joint" if have == {True} else "independent"
 
     def net(self, side: str, param: str, measured_only: bool = False) -> np.ndarray:
         """Per-host values of a network parameter on ``side`` (client|server)."""
@@ -185,7 +214,7 @@ def fit_model(
     arrays: dict[str, np.ndarray] = {}
     server_ids = net.sides["server"]["hosts"]
     for app, vals in params.items():
-        for name in APP_PARAMS:
+        for name in APP_PARAMS + JOINT_PARAMS:
             v = vals[name]
             if name == "rreServer":
                 v = np.searchsorted(server_ids, v)
@@ -262,6 +291,7 @@ def validate(model: SwingModel, where: str) -> None:
                 and arrays[k].min() < 0
             ):
                 raise SwellError(where, f"{k} holds negative values")
+        _validate_joint(arrays, app, where)
     for side in SIDES:
         n = len(arrays.get(f"net/{side}/hosts", []))
         for p in NET_PARAMS:
@@ -274,3 +304,33 @@ def validate(model: SwingModel, where: str) -> None:
             raise SwellError(where, f"unexpected array key {k!r}")
         if head[0] == "app" and head[1] not in meta["apps"]:
             raise SwellError(where, f"array {k!r} for an application not in model.json")
+
+
+def _validate_joint(arrays: dict[str, np.ndarray], app: str, where: str) -> None:
+    """The optional joint RRE sample of ``app``: all three arrays or none, consistent."""
+    keys = [f"app/{app}/{p}" for p in JOINT_PARAMS]
+    present = [k in arrays for k in keys]
+    if not any(present):
+        return  # a model written before the joint sample: the independent draw
+    if not all(present):
+        raise SwellError(
+            where, f"arrays.npz has only part of {app}'s joint RRE sample (needs {', '.join(keys)})"
+        )
+    conns, offsets, pairs = (np.asarray(arrays[k]) for k in keys)
+    if conns.ndim != 1 or offsets.ndim != 1 or pairs.ndim != 1:
+        raise SwellError(where, f"{app}'s joint RRE sample is not one-dimensional")
+    if len(conns) and (conns.dtype.kind not in "iu" or conns.min() < 1):
+        raise SwellError(where, f"{keys[0]} must hold integers >= 1")
+    if pairs.dtype.kind not in "iu" or (len(pairs) and pairs.min() < 0):
+        raise SwellError(where, f"{keys[2]} must hold integers >= 0")
+    n = int(conns.sum())
+    if len(offsets) != n or len(pairs) != n:
+        raise SwellError(
+            where,
+            f"{app}'s joint RRE sample: {keys[0]} sums to {n} connections "
+            f"but {keys[1]} has {len(offsets)} and {keys[2]} {len(pairs)}",
+        )
+    if not np.isfinite(offsets).all() or (n and offsets.min() < 0):
+        raise SwellError(where, f"{keys[1]} holds negative, NaN or infinite offsets")
+    if n and (offsets[np.r_[0, np.cumsum(conns)[:-1]]] != 0).any():
+        raise SwellError(where, f"{keys[1]}: an RRE's first connection must have offset 0")

@@ -28,6 +28,14 @@ response's end to the next request in the same connection), ``sessionStart``
 between session starts) and ``rreServer`` (server host id of each RRE's first
 connection: server choice by popularity).
 
+The joint RRE shape (``JOINT_PARAMS``, issue 19): the parameters above are
+drawn one by one, so an RRE of six long persistent connections (a browser's
+page) is seldom drawn again (docs/scale.md, section 7.1). Per application the
+extractor also records every RRE whole: ``rreConns`` (its number of
+connections, one value per RRE), and per connection in RRE order
+``rreOffsets`` (start minus its RRE's first start, seconds) and ``rrePairs``
+(its request/response pairs). The schedule resamples whole RREs from them.
+
 Defaults: ``rre_gap_s = 1.0`` (connections of one page or one exchange open
 within about a second of each other) and ``session_timeout_s = 60.0`` (a user
 silent for a minute is treated as a new user). Both are swell's choices;
@@ -160,6 +168,7 @@ APP_PARAMS = (
     "interSession",
     "rreServer",
 )
+JOINT_PARAMS = ("rreConns", "rreOffsets", "rrePairs")
 
 
 @dataclass(frozen=True)
@@ -294,6 +303,8 @@ def app_parameters(
             "sessionStart": sess_starts,
             "interSession": np.diff(sess_starts),
             "rreServer": c["server"][rows][rre_first],
+            "rreConns": _counts(rre),
+            "rreOffsets": rre_offsets(s, rre),
         }
         sessions.append(int(sess_first.sum()))
         rres.append(int(rre_first.sum()))
@@ -309,14 +320,25 @@ def app_parameters(
         pm = porder[pbounds[ai] : pbounds[ai + 1]]
         pthink = p["think_before"][pm]
         pthink = pthink[~np.isnan(pthink)]
+        pairs_here = num_pairs[app_rows[ai]]
         vals = out[app] | {
-            "numPairs": num_pairs[app_rows[ai]],
+            "numPairs": pairs_here,
+            "rrePairs": pairs_here,
             "reqSize": p["req_size"][pm],
             "rspSize": p["rsp_size"][pm],
             "reqThink": np.maximum(pthink, 0.0, out=pthink),
         }
-        out[app] = {k: vals[k] for k in APP_PARAMS}
+        out[app] = {k: vals[k] for k in APP_PARAMS + JOINT_PARAMS}
     return out, summary
+
+
+def rre_offsets(start: np.ndarray, rre: np.ndarray) -> np.ndarray:
+    """Each connection's start minus its RRE's first start (``start`` sorted within
+    each RRE, ``rre`` the RRE ids, equal ids adjacent)."""
+    first = np.ones(len(rre), dtype=bool)
+    first[1:] = rre[1:] != rre[:-1]
+    head = np.maximum.accumulate(np.where(first, np.arange(len(rre)), 0)) if len(rre) else rre
+    return start - start[head]
 
 
 def _summaries(

@@ -18,6 +18,16 @@ samples (:class:`AppSamples`, read from a Swing model directory by
 ``seed``, so the same inputs and seed give the same file byte for byte
 (times are rounded to the nanosecond when drawn, so the file holds exactly
 what is in memory).
+An RRE's connections are drawn whole by default (``rre_draw="auto"``): one of
+the trace's RREs of the application, picked uniformly, gives the number of
+connections, their offsets and each one's pair count together (the model's
+joint RRE sample, :data:`swell.extract.sessions.JOINT_PARAMS`), so the
+trace's pages of several long persistent connections come back as pages
+(docs/scale.md, section 7.2). Request and response sizes and think times are
+still drawn per pair. A model written before the joint sample, or
+``rre_draw="independent"``, draws ``numConn``, ``interConn`` and ``numPairs``
+one by one as Swing does; ``meta["rre_draw"]`` says which draw each
+application got.
 Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
 requests are raised to that size and counted in ``meta["raised_requests"]``.
 """
@@ -41,6 +51,7 @@ from swell.inet import hostport
 FORMAT = "swell-schedule"
 VERSION = 1
 MIN_REQ = {"tcp": 8, "udp": 24}
+RRE_DRAWS = ("auto", "independent")
 MAX_BYTES = (1 << 32) - 1
 
 
@@ -216,6 +227,29 @@ class AppSamples:
     rsp_size: np.ndarray
     req_think: np.ndarray
     rre_server: np.ndarray = field(default_factory=lambda: np.zeros(0))  # server index per RRE
+    # the joint RRE sample (empty: a model without it, the independent draw): connections
+    # per RRE, and per connection in RRE order its offset (s) and its pair count
+    rre_conns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rre_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    rre_pairs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    _rre_start: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._rre_start = np.r_[0, np.cumsum(np.asarray(self.rre_conns, dtype=np.int64))]
+        if self.joint and (self._rre_start[-1] != len(self.rre_offsets)
+                           or len(self.rre_offsets) != len(self.rre_pairs)):
+            raise SwellError(self.name, "the joint RRE sample's arrays do not agree")
+
+    @property
+    def joint(self) -> bool:
+        """Whether RREs are drawn whole (the model has the joint RRE sample)."""
+        return self.rre_conns.size > 0
+
+    def rre_shape(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k``-th RRE of the joint sample: its connections' offsets and pair counts."""
+        a, b = int(self._rre_start[k]), int(self._rre_start[k + 1])
+        return self.rre_offsets[a:b], self.rre_pairs[a:b]
 
     def check(self) -> None:
         for name in ("num_rre", "num_conn", "num_pairs", "req_size", "rsp_size"):
@@ -234,8 +268,11 @@ def _draw(rng: np.random.Generator, samples: np.ndarray, n: int, default: float 
 
 
 def _draw_conn(app: AppSamples, server: str, offset: float, rng: np.random.Generator,
-               meta: dict[str, int]) -> Conn:
-    npairs = max(1, int(_draw(rng, app.num_pairs, 1)[0]))
+               meta: dict[str, int], npairs: int | None = None) -> Conn:
+    """One connection; its pair count drawn from ``numPairs`` unless given (joint draw)."""
+    if npairs is None:
+        npairs = int(_draw(rng, app.num_pairs, 1)[0])
+    npairs = max(1, npairs)
     req = np.clip(_draw(rng, app.req_size, npairs), 0, MAX_BYTES).astype(np.int64)
     rsp = np.clip(_draw(rng, app.rsp_size, npairs), 0, MAX_BYTES).astype(np.int64)
     think = np.clip(_draw(rng, app.req_think, npairs), 0, None)
@@ -260,6 +297,12 @@ def _draw_session(app: AppSamples, t: float, client: str, n_servers: int,
         else:
             pick = int(rng.integers(n_servers))
         server = f"{pick}:{app.port}"
+        if app.joint:  # one of the trace's RREs, whole
+            offsets, npairs = app.rre_shape(int(rng.integers(app.rre_conns.size)))
+            conns = tuple(_draw_conn(app, server, float(o), rng, meta, int(n))
+                          for o, n in zip(offsets, npairs, strict=True))
+            rres.append(Rre(round(gap, 9), conns))
+            continue
         nconn = max(1, int(_draw(rng, app.num_conn, 1)[0]))
         gaps = np.clip(_draw(rng, app.inter_conn, nconn), 0, None)
         offsets = np.concatenate([[0.0], np.cumsum(gaps[1:])])
@@ -401,7 +444,7 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
                    target_mbps: float | None = None,
                    client_rates: list[float | None] | None = None,
                    server_rates: list[float | None] | None = None,
-                   cuts: tuple[float, ...] = ()) -> Schedule:
+                   cuts: tuple[float, ...] = (), rre_draw: str = "auto") -> Schedule:
     """Draw a schedule: each app's sessions over ``duration_s`` at ``scale`` x its trace rate.
 
     Session starts come from the arrival process ``arrivals``
@@ -412,12 +455,19 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     (``*_rates``: each host's access link rate in Mbit/s, None for unlimited):
     the observed servers' popularity kept, no host asked for more than its link
     carries while there are hosts enough (``meta["hosts"]`` says how it went).
+    ``rre_draw``: ``auto`` draws each application's RREs whole when its samples
+    have the joint RRE sample, ``independent`` draws numConn, interConn and
+    numPairs one by one (Swing's draw) for every application.
     One generator seeded by ``seed`` draws everything.
     """
     if not apps:
         raise SwellError("model", "no applications to generate")
     if not clients or not servers:
         raise SwellError("schedule", "need at least one client and one server address")
+    if rre_draw not in RRE_DRAWS:
+        raise SwellError("rre_draw", f"unknown draw {rre_draw!r} ({' or '.join(RRE_DRAWS)})")
+    if rre_draw == "independent":
+        apps = [replace(a, rre_conns=np.zeros(0, dtype=np.int64)) for a in apps]
     rng = np.random.default_rng(seed)
     counts: dict[str, int] = {"raised_requests": 0}
     skipped = _unusable(apps)
@@ -436,6 +486,7 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
             "offered_mbps": {"forward": 8 * req / duration_s / 1e6,
                              "reverse": 8 * rsp / duration_s / 1e6},
             "hosts": hosts,
+            "rre_draw": {a.name: "joint" if a.joint else "independent" for a in usable},
             **({"skipped_apps": skipped} if skipped else {}), **(meta or {})}
     return Schedule(seed, duration_s, sessions, info)
 
@@ -447,6 +498,7 @@ MODEL_PARAMS = {  # AppSamples field -> Swing model parameter (swell.extract.ses
     "inter_conn": "interConn", "num_pairs": "numPairs", "req_size": "reqSize",
     "rsp_size": "rspSize", "req_think": "reqThink", "rre_server": "rreServer",
 }
+JOINT_FIELDS = {"rre_conns": "rreConns", "rre_offsets": "rreOffsets", "rre_pairs": "rrePairs"}
 
 
 def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,
@@ -474,6 +526,9 @@ def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,
         proto = str(info.get("transport", "udp" if name.endswith("udp") else "tcp"))
         fields = {f: np.asarray(model.samples(name, p), dtype=float)
                   for f, p in MODEL_PARAMS.items()}
+        if model.rre_draw(name) == "joint":  # else: written before it, the independent draw
+            fields |= {f: np.asarray(model.samples(name, p), dtype=float if f == "rre_offsets"
+                                     else np.int64) for f, p in JOINT_FIELDS.items()}
         out.append(AppSamples(name, proto, port, np.sort(model.samples(name, "sessionStart")),
                               max(model.duration_s, 1e-3), **fields))
     if not out:

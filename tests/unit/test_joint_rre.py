@@ -1,0 +1,213 @@
+"""The joint RRE sample (issue 19, docs/scale.md 7.2): extracted, validated, drawn whole.
+
+* the extractor records each RRE's connections (count, offsets, pair counts) in
+  RRE order: checked on a hand-made connection table;
+* a model without it (written before) loads and draws exactly as before, and
+  ``swell model show`` says which draw a model gets; a bad joint sample is a
+  one-line error naming the model;
+* on the bundled model, every drawn RRE is one of the trace's RREs, and the
+  parallelism of docs/scale.md 7.1 (long connections of a host starting
+  within 100 ms of each other) comes back: 4.17 in the trace, 4.17 drawn
+  jointly, 0.60-0.93 drawn one by one (seeds 1-3, measured 2026-11-24);
+* the variants keep the joint sample (none of them touches numConn, interConn
+  or numPairs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swell.cli import main as swell_main
+from swell.errors import SwellError
+from swell.extract import modeldir, variants
+from swell.extract.connections import build_connections
+from swell.extract.conntypes import ConnTable
+from swell.extract.model import FORMAT, FORMAT_VERSION, load_model
+from swell.extract.reader import open_trace
+from swell.extract.sessions import JOINT_PARAMS, Thresholds, app_parameters
+from swell.generators.schedule import (
+    Schedule,
+    build_schedule,
+    load_app_samples,
+    write_schedule,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "data/pcap/example.pcap"
+CLIENTS = [f"10.0.1.{i}" for i in range(1, 9)]
+SERVERS = [f"10.0.2.{i}" for i in range(1, 9)]
+LONG = 10  # pairs: a "long" connection (docs/scale.md 7.1)
+NEAR_S = 0.1
+
+
+def _table() -> ConnTable:
+    """Six HTTP connections, rows shuffled. Client 0: starts 0.00, 0.05, 0.30 (one RRE:
+    each starts before the latest end), then 5.00 (3 s idle: a new RRE); client 1:
+    1.00 and 1.50 (0.3 s after the first one's end: one RRE)."""
+    start = np.array([5.00, 0.05, 1.50, 0.00, 1.00, 0.30])
+    end = np.array([5.10, 2.00, 1.60, 0.50, 1.20, 0.40])
+    client = np.array([0, 0, 1, 0, 1, 0])
+    pairs = np.array([2, 12, 4, 3, 0, 1])
+    n = len(start)
+    zeros, no = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    cols = {"proto": np.full(n, 6), "sport": np.full(n, 80), "start": start, "end": end,
+            "client": client, "server": np.full(n, 2), "num_pairs": pairs,
+            "new_bytes_c2s": zeros, "acked_c2s": zeros, "new_bytes_s2c": zeros,
+            "acked_s2c": zeros, "wire_c2s": zeros, "wire_s2c": zeros,
+            "lower_bound": no, "client_inferred": no, "one_way": no}
+    conn = np.repeat(np.arange(n), pairs)
+    p = {"conn": conn, "req_size": np.full(len(conn), 100), "rsp_size": np.full(len(conn), 900),
+         "think_before": np.full(len(conn), np.nan)}
+    return ConnTable(0, ["10.0.0.1", "10.0.0.2", "10.0.0.3"], cols, p)
+
+
+def test_joint_shape_extracted_by_hand() -> None:
+    params, _ = app_parameters(_table(), Thresholds(rre_gap_s=1.0, session_timeout_s=60.0))
+    a = params["http-tcp"]
+    assert a["rreConns"].tolist() == [3, 1, 2]  # client 0: {0, .05, .3}, {5}; client 1
+    assert np.allclose(a["rreOffsets"], [0.0, 0.05, 0.30, 0.0, 0.0, 0.50])
+    assert a["rrePairs"].tolist() == [3, 12, 1, 2, 0, 4]
+    assert a["numConn"].tolist() == [3, 1, 2]
+    assert sorted(a["numPairs"].tolist()) == sorted(a["rrePairs"].tolist())
+
+
+@pytest.fixture(scope="module")
+def example_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("joint") / "model"
+    assert swell_main(["extract", str(EXAMPLE), "-o", str(out)]) == 0
+    return out
+
+
+def _old_copy(src: Path, dest: Path) -> Path:
+    """The model as written before the joint sample (its arrays removed)."""
+    meta, arrays = modeldir.load(src, FORMAT, FORMAT_VERSION, "swing")
+    keep = {k: v for k, v in arrays.items() if k.rsplit("/", 1)[-1] not in JOINT_PARAMS}
+    modeldir.save(dest, meta, keep, default=str)
+    return dest
+
+
+def _file(sched: Schedule, path: Path) -> bytes:
+    return write_schedule(path, sched).read_bytes()
+
+
+def test_old_model_falls_back_to_the_independent_draw(
+        example_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = _old_copy(example_model, tmp_path / "old")
+    assert load_model(old).rre_draw() == "independent"
+    assert load_model(example_model).rre_draw() == "joint"
+    apps_old, scale = load_app_samples(old)
+    apps_new, _ = load_app_samples(example_model)
+    assert not any(a.joint for a in apps_old) and all(a.joint for a in apps_new)
+    s_old = build_schedule(apps_old, CLIENTS, SERVERS, 30.0, 5, scale=4 * scale)
+    s_ind = build_schedule(apps_new, CLIENTS, SERVERS, 30.0, 5, scale=4 * scale,
+                           rre_draw="independent")
+    s_joint = build_schedule(apps_new, CLIENTS, SERVERS, 30.0, 5, scale=4 * scale)
+    assert set(s_old.meta["rre_draw"].values()) == {"independent"}
+    assert set(s_joint.meta["rre_draw"].values()) == {"joint"}
+    # the old model draws as the code before the joint sample did: the same random stream
+    assert _file(s_old, tmp_path / "a") == _file(s_ind, tmp_path / "b")
+    assert _file(s_joint, tmp_path / "c") != _file(s_ind, tmp_path / "b")
+    with pytest.raises(SwellError, match="unknown draw"):
+        build_schedule(apps_new, CLIENTS, SERVERS, 30.0, 5, rre_draw="nope")
+    capsys.readouterr()
+    assert swell_main(["model", "show", str(old)]) == 0
+    assert "RRE draw: independent" in capsys.readouterr().out
+    assert swell_main(["model", "show", str(example_model)]) == 0
+    assert "RRE draw: joint" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a.pop("app/http-tcp/rrePairs"), "only part of http-tcp's joint RRE sample"),
+    (lambda a: a.__setitem__("app/http-tcp/rreConns", a["app/http-tcp/rreConns"] + 1),
+     "sums to"),
+    (lambda a: a.__setitem__("app/http-tcp/rreOffsets", a["app/http-tcp/rreOffsets"] - 1.0),
+     "negative, NaN or infinite"),
+    (lambda a: a.__setitem__("app/http-tcp/rreOffsets", a["app/http-tcp/rreOffsets"] + 1.0),
+     "offset 0"),
+    (lambda a: a.__setitem__("app/http-tcp/rrePairs", a["app/http-tcp/rrePairs"] * 0.5),
+     "integers >= 0"),
+    (lambda a: a.__setitem__("app/http-tcp/rreConns", 0 * a["app/http-tcp/rreConns"]),
+     "integers >= 1"),
+])
+def test_bad_joint_sample_is_one_line_naming_the_model(
+        example_model: Path, tmp_path: Path, change, message: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    meta, arrays = modeldir.load(example_model, FORMAT, FORMAT_VERSION, "swing")
+    change(arrays)
+    bad = tmp_path / "bad"
+    modeldir.save(bad, meta, arrays, default=str)
+    with pytest.raises(SwellError, match=message) as err:
+        load_model(bad)
+    assert str(bad) in str(err.value)
+    capsys.readouterr()
+    assert swell_main(["model", "show", str(bad)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and "Traceback" not in lines[0]
+
+
+def _trace_shapes(model: Path, app: str) -> set[tuple[tuple[float, int], ...]]:
+    m = load_model(model)
+    c, o, p = (m.samples(app, k) for k in JOINT_PARAMS)
+    edges = np.r_[0, np.cumsum(c)]
+    return {tuple((round(float(o[i]), 9), max(1, int(p[i]))) for i in range(a, b))
+            for a, b in zip(edges[:-1], edges[1:], strict=True)}
+
+
+def _long_neighbours(sched: Schedule, app: str) -> np.ndarray:
+    """For each long connection of ``app``: the other long connections of its RRE
+    starting within 100 ms of it (the schedule fixes starts within an RRE only)."""
+    out = []
+    for s in sched.sessions:
+        for rre in s.rres:
+            conns = [c for c in rre.conns if c.app == app]
+            off = np.array([c.offset for c in conns])
+            lng = np.array([len(c.pairs) >= LONG for c in conns])
+            out += [int((np.abs(off[lng] - off[i]) < NEAR_S).sum()) - 1
+                    for i in np.flatnonzero(lng)]
+    return np.array(out)
+
+
+def _trace_long_neighbours() -> np.ndarray:
+    """The same in the trace, by client host (no RRE grouping): 4.17 on example."""
+    with open_trace(EXAMPLE) as tr:
+        c = build_connections(tr.chunks(1 << 18)).cols
+    lng = (c["proto"] == 6) & (c["sport"] == 80) & (c["num_pairs"] >= LONG)
+    out = []
+    for i in np.flatnonzero(lng):
+        other = lng & (c["client"] == c["client"][i])
+        other[i] = False
+        out.append(int((np.abs(c["start"][other] - c["start"][i]) < NEAR_S).sum()))
+    return np.array(out)
+
+
+def test_rres_drawn_whole_keep_the_trace_parallelism(example_model: Path) -> None:
+    apps, scale = load_app_samples(example_model)
+    shapes = _trace_shapes(example_model, "http-tcp")
+    trace = float(_trace_long_neighbours().mean())
+    assert 3.5 < trace < 5.0  # 4.17: the two pages of six long connections
+    for seed in (1, 2, 3):
+        joint = build_schedule(apps, CLIENTS, SERVERS, 240.0, seed, scale=scale)
+        ind = build_schedule(apps, CLIENTS, SERVERS, 240.0, seed, scale=scale,
+                             rre_draw="independent")
+        drawn = [tuple((c.offset, len(c.pairs)) for c in rre.conns)
+                 for s in joint.sessions for rre in s.rres if rre.conns[0].app == "http-tcp"]
+        assert drawn and all(d in shapes for d in drawn)
+        nj, ni = _long_neighbours(joint, "http-tcp"), _long_neighbours(ind, "http-tcp")
+        assert len(nj) >= 50 and len(ni) >= 50
+        # measured: joint 4.17 (= the trace), independent 0.60-0.93
+        assert abs(nj.mean() - trace) < 0.5, (seed, nj.mean(), trace)
+        assert ni.mean() < trace - 2.5, (seed, ni.mean(), trace)
+
+
+def test_variants_keep_the_joint_sample(example_model: Path) -> None:
+    m = load_model(example_model)
+    v = variants.apply(m, scale=2.0, rsp=2.0, req=3.0, hb_rtt_ms=4.0, zero_think_times=True,
+                       cap_mbps=2.0)
+    v = variants.scale_to_rate(v, 5e6)
+    assert v.rre_draw() == "joint"
+    for app in m.apps:  # the variants act on rates, sizes, think times and links only
+        for k in JOINT_PARAMS:
+            assert np.array_equal(v.samples(app, k), m.samples(app, k))
