@@ -30,6 +30,7 @@ from swell.analysis.bottleneck import touches_hosts
 from swell.analysis.energy import energy_plot
 from swell.analysis.timeseries import Packets, bin_counts, load_packets
 from swell.experiments.delivery import delivery
+from swell.experiments.emulation import lateness, lateness_warning
 from swell.experiments.schema import RunPlan
 from swell.generators.kind import KindResult
 
@@ -104,6 +105,8 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
     load, load_problems = delivery(asked_mbps, background.metrics, directions,
                                    report.get("engine_stats"), topo, path_mbps,
                                    active if active > 0 else None)
+    late = lateness(report.get("engine_stats"))
+    late_warning = lateness_warning(late)
     gen_summary = None
     if background.metrics:
         gen_summary = {"name": background.metrics.get("generator", background.kind),
@@ -126,7 +129,9 @@ def collect_run(plan: RunPlan, rdir: Path, engine: str | None, timing: dict[str,
         "generator": gen_summary,
         "captures": report.get("captures", []),
         "problems": report.get("problems", []) + background.problems + load_problems,
-        "warnings": (warnings or []) + list(background.metrics.get("warnings", [])),
+        "warnings": ((warnings or []) + list(background.metrics.get("warnings", []))
+                     + ([late_warning] if late_warning else [])),
+        "engine_lateness": late,
         "asked_mbps": asked_mbps,
         "load": load,
     }

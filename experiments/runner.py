@@ -43,6 +43,7 @@ from typing import Any
 from swell.errors import SwellError
 from swell.experiments.check import check_experiment
 from swell.experiments.collect import collect_run
+from swell.experiments.emulation import lateness_warning
 from swell.experiments.provenance import host_metadata, network_state
 from swell.experiments.results import RESULTS_VERSION, assemble_results
 from swell.experiments.schema import Experiment, RunPlan, expand_runs, load_experiment
@@ -135,6 +136,8 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
                          asked_mbps=bg.asked_mbps())
     for problem in result.get("problems", []):
         prog.note(f"problem: {problem}")
+    if late := lateness_warning(result.get("engine_lateness")):
+        prog.note(f"warning: {late}")
     return result
 
 

@@ -7,7 +7,7 @@ truth per 1 s bin from the bottleneck capture (:mod:`swell.analysis.bwest`).
 
 * ``slops`` and ``chirp`` are swell's own estimators of the two methods. The
   packets are sent and stamped by ``swell-probe`` (µs departures by
-  busy-waiting, kernel receive stamps): ``swell-probe send`` on the server
+  busy-waiting; the kernel stamps each departure and arrival): ``swell-probe send`` on the server
   takes one train per command on stdin, ``swell-probe recv`` on the client
   prints every arrival. A thread of :class:`ProbeGenerator` closes the loop:
   it asks for trains, reads their arrivals and runs the estimator
@@ -207,16 +207,30 @@ class Sender:
 
 @dataclass
 class Train:
-    """One train's arrivals: seq -> (tx_ns, rx_ns)."""
+    """One train's arrivals: seq -> (tx_ns, rx_ns), and the kernel's transmit stamps.
+
+    ``kernel_tx`` holds, per seq, the sender kernel's software transmit stamp (0 where
+    none came). :meth:`arrays` uses them as the departures when every packet of the
+    train has one, else the stamps the packets carry (read by the sender before its
+    send call, so a sender preempted between the two shows as queueing): one source
+    per train, never a mix (the two differ by the system call's few microseconds)."""
 
     sent: int
     first_tx: int
     last_tx: int
     arrivals: dict[int, tuple[int, int]] = field(default_factory=dict)
+    kernel_tx: list[int] = field(default_factory=list)
+
+    @property
+    def kernel_stamped(self) -> bool:
+        return len(self.kernel_tx) == self.sent and all(k > 0 for k in self.kernel_tx)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        seqs = sorted(self.arrivals)
-        tx = np.array([self.arrivals[s][0] for s in seqs], np.int64)
+        seqs = sorted(self.arrivals)  # the receiver keeps seq < sent
+        if self.kernel_stamped:
+            tx = np.array([self.kernel_tx[s] for s in seqs], np.int64)
+        else:
+            tx = np.array([self.arrivals[s][0] for s in seqs], np.int64)
         rx = np.array([self.arrivals[s][1] for s in seqs], np.int64)
         return np.array(seqs, np.int64), tx, rx
 
@@ -230,6 +244,7 @@ class Prober:
         self.pending: dict[int, dict[int, tuple[int, int]]] = {}
         self.next_id = 1
         self.bytes_sent = 0
+        self.trains = self.kernel_stamped = 0
 
     def _drain(self) -> None:
         for line in self.receiver.drain():
@@ -244,9 +259,11 @@ class Prober:
         line = self.sender.ask(f"train {tid} {ip_bytes - UDP_IP_OVERHEAD} "
                                + " ".join(str(int(g)) for g in gaps_ns),
                                lambda s: s.startswith(f"sent {tid} "), 5.0 + 2 * duration)
-        _, _, n, first, last = line.split()
+        _, _, n, first, last, *kernel = line.split()
         self.bytes_sent += int(n) * ip_bytes
-        t = Train(int(n), int(first), int(last))
+        t = Train(int(n), int(first), int(last), kernel_tx=[int(k) for k in kernel])
+        self.trains += 1
+        self.kernel_stamped += t.kernel_stamped
         deadline = time.monotonic() + self.settle_s
         while True:
             self._drain()
@@ -467,6 +484,9 @@ class ProbeGenerator(Generator):
         summary: dict[str, Any] = {
             "estimates": self.estimates, "probe_bytes": self.prober.bytes_sent
             if self.prober else 0, "server_ip": self.server.ip, "client_ip": self.client.ip}
+        if self.prober:
+            summary["trains"] = self.prober.trains
+            summary["kernel_stamped_trains"] = self.prober.kernel_stamped
         if isinstance(self.loop, ChirpLoop):
             summary["chirps"] = self.loop.chirps
         return GenResult(self.name, {}, summary, {"capture_dir": self.out.parent / "capture"})

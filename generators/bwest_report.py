@@ -100,6 +100,14 @@ def judge(gen: GenResult, window: Window, capacity_mbps: float | None
                     ("low_mbps", "high_mbps", "estimate_mbps", "truth_mbps", "error_pct",
                      "error_low_pct", "error_high_pct")},
     }
+    if "trains" in s:  # how many trains the sender's kernel stamped (swell-probe)
+        metrics["trains"] = s["trains"]
+        metrics["kernel_stamped_trains"] = s["kernel_stamped_trains"]
+        if s["trains"] and s["kernel_stamped_trains"] < s["trains"]:
+            problems.append(f"{s['trains'] - s['kernel_stamped_trains']} of {s['trains']} "
+                            "probe trains lacked kernel transmit stamps and used the "
+                            "sender's own (a sender preempted before its send reads as "
+                            "queueing)")
     if "chirps" in s:
         metrics["chirps"] = [[_r(c["t"] - window.start), _r(c["estimate_mbps"])]
                              for c in s["chirps"]]

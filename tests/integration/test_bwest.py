@@ -51,13 +51,17 @@ sweep:
 """
 
 
-def _study(tmp_path: Path, cap: float, bg: str, dur: int = 8) -> dict[str, dict]:
+def _study_runs(tmp_path: Path, cap: float, bg: str, dur: int = 8) -> dict[str, dict]:
     exp = tmp_path / "exp.yaml"
     exp.write_text(EXP.format(cap=cap, bg=bg, hi=1.5 * cap, dur=dur))
     study = tmp_path / "study"
     assert swell_main(["run", str(exp), "-o", str(study)]) == 0
     runs = json.loads((study / "results.json").read_text())["runs"]
-    return {r["label"]: r["foreground"] for r in runs}
+    return {r["label"]: r for r in runs}
+
+
+def _study(tmp_path: Path, cap: float, bg: str, dur: int = 8) -> dict[str, dict]:
+    return {label: r["foreground"] for label, r in _study_runs(tmp_path, cap, bg, dur).items()}
 
 
 def _ok(fg: dict) -> list[dict]:
@@ -66,23 +70,39 @@ def _ok(fg: dict) -> list[dict]:
 
 @pytest.mark.parametrize("cap", [20, 50, 100])
 def test_idle_link_reads_its_capacity(tmp_path: Path, monkeypatch, cap: int) -> None:
+    """Each estimator's reading (the run's mean) within 10% of the capacity, every
+    estimate within 20%, and at most one estimate outside 10%.
+
+    A run whose link engine said it was held up (experiments/emulation.py: over 1% of
+    its frames 50 us or more late; the receivers' stamps then carry the host's
+    disturbance as queueing) is an expected failure with that reason, not a pass: CI
+    once read chirp estimates of 34.7-42.5 on 50 for the last 5 s of a run whose
+    bottleneck capture (the engine's scheduled departures) reads 49-55 per chirp
+    throughout, before the engine counted its lateness (docs/bwest.md, "open")."""
     monkeypatch.setenv("SWELL_QUIET", "1")
-    fgs = _study(tmp_path, cap, "{kind: none}")
-    for label, fg in fgs.items():
+    runs = _study_runs(tmp_path, cap, "{kind: none}")
+    excused = []
+    for label, run in runs.items():
+        fg = run["foreground"]
         ok = _ok(fg)
         assert ok, (label, fg.get("problems"))
         assert fg["truth_mbps"] and min(fg["truth_mbps"]) == pytest.approx(cap)
         est = np.array([e["estimate_mbps"] for e in ok])
-        print(f"{label} on idle {cap}: {np.round(est, 1).tolist()}")
+        late = run["engine_lateness"]
+        print(f"{label} on idle {cap}: {np.round(est, 1).tolist()}; engine late >= 50 us: "
+              f"{late['share_over_50us']:.2%} of {late['frames']} frames")
         assert all(e["probe_bytes"] > 0 for e in ok)
-        # the estimator's reading (the run's mean) within 10% of the capacity, every
-        # estimate within 20%, and at most one estimate outside 10%: CI once read one
-        # smoothed chirp estimate of 41.3 on 50 (-17.5%) among ones within 10%
-        # (docs/bwest.md, "open"); an estimator off by more, or often, fails
-        assert abs(est.mean() - cap) <= 0.10 * cap, (label, est)
-        assert np.all(np.abs(est - cap) <= 0.20 * cap), (label, est)
-        assert np.sum(np.abs(est - cap) > 0.10 * cap) <= 1, (label, est)
         assert fg["time_to_first_s"] > 0
+        off = np.abs(est - cap)
+        missed = (abs(est.mean() - cap) > 0.10 * cap or bool(np.any(off > 0.20 * cap))
+                  or int(np.sum(off > 0.10 * cap)) > 1)
+        held = [w for w in run["warnings"] if w.startswith("the link engine sent")]
+        assert not missed or held, (label, est, late)
+        if missed:
+            excused.append(f"{label} read {np.round(est, 1).tolist()} in a run whose engine "
+                           f"was held up: {held[0]}")
+    if excused:
+        pytest.xfail(f"on idle {cap}: " + "; ".join(excused))
 
 
 @pytest.fixture(scope="module")
@@ -206,17 +226,27 @@ def test_chirp_reads_higher_on_htb_than_on_swell_link(tmp_path: Path, monkeypatc
 
 
 def test_a_search_that_cannot_converge_is_a_timeout(netns) -> None:
-    """A resolution no search reaches in its time: timeouts with their range, no crash."""
+    """A search not done in its time is a timeout with its range so far, no crash.
+
+    The time limit (10 ms) is shorter than one fleet (3 streams, each followed by 10 ms
+    of idle time), and no single fleet can end a search at a resolution of 1 kbit/s, so
+    every search stops after its first fleet. (A long limit with a fine resolution is
+    not enough: pathload's search also ends when the grey region spans the range, as CI
+    once saw at 27.2-27.8 Mbit/s on this htb link; that is a result, not a timeout.)"""
     s, r, c = _dumbbell(netns)
     netns.run(r, "tc", "qdisc", "add", "dev", "rc", "root", "handle", "1:", "htb", "default",
               "1")
     netns.run(r, "tc", "class", "add", "dev", "rc", "parent", "1:", "classid", "1:1", "htb",
               "rate", "20mbit")
-    spec = SlopsSpec(kind="slops", timeout_s=0.5, resolution_mbps=0.001, streams=3,
+    spec = SlopsSpec(kind="slops", timeout_s=0.01, resolution_mbps=0.001, streams=3,
                      packets=16)
-    found = _probe((s, c), SlopsLoop(spec, 1e6, 40e6), 2.5)
-    assert found and all(e["timeout"] for e in found)
+    found = _probe((s, c), SlopsLoop(spec, 1e6, 40e6), 1.5)
+    assert found and all(e["timeout"] for e in found), found
+    assert all(len(e["fleets"]) == 1 for e in found), found
     assert all(1 <= e["low_mbps"] <= e["high_mbps"] <= 40 for e in found)
+    # one fleet narrowed each range: at its rate (above, below) or around it (grey)
+    assert all(e["high_mbps"] - e["low_mbps"] < 39 or e["fleets"][0][2] == "grey"
+               for e in found), found
 
 
 def _tool(*programs: str):

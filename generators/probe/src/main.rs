@@ -156,6 +156,86 @@ fn recv_stamped(fd: i32, buf: &mut [u8], block: bool) -> Option<(usize, u64, lib
     Some((n as usize, stamp, src))
 }
 
+/// Asks the kernel for a software stamp of each datagram's transmission (taken in the
+/// device's transmit path, after the system call: a sender preempted between its own
+/// clock read and the send no longer shifts the stamp), numbered from 0 per socket.
+fn enable_tx_stamps(fd: i32) -> bool {
+    let flags = (libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID | libc::SOF_TIMESTAMPING_OPT_TSONLY) as i32;
+    // SAFETY: passes a live i32 of the size given.
+    unsafe {
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING,
+                         &flags as *const i32 as *const libc::c_void, 4) == 0
+    }
+}
+
+/// Reads every transmit stamp queued on the socket's error queue: (datagram number,
+/// CLOCK_REALTIME ns).
+fn read_tx_stamps(fd: i32, out: &mut Vec<(u32, u64)>) {
+    loop {
+        let mut data = [0u8; 64];
+        let mut iov = libc::iovec { iov_base: data.as_mut_ptr() as *mut libc::c_void,
+                                    iov_len: data.len() };
+        let mut cbuf = [0u8; 256];
+        // SAFETY: a zeroed msghdr is valid; its pointers are set to live buffers below.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = cbuf.len();
+        // SAFETY: msg points to live buffers for the duration of the call.
+        if unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) } < 0 {
+            return;
+        }
+        let (mut stamp, mut id) = (None, None);
+        // SAFETY: walks the control messages the kernel wrote into cbuf.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+                if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPING {
+                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                    stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR) {
+                    let e = std::ptr::read_unaligned(
+                        libc::CMSG_DATA(c) as *const libc::sock_extended_err);
+                    if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING {
+                        id = Some(e.ee_data);
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        if let (Some(s), Some(i)) = (stamp, id) {
+            if s > 0 {
+                out.push((i, s));
+            }
+        }
+    }
+}
+
+/// The kernel's transmit stamps of datagrams `first..first + n` (0 where none came:
+/// the kernel refused stamps, or one did not arrive within 20 ms).
+fn train_tx_stamps(fd: i32, first: u32, n: usize) -> Vec<u64> {
+    let (mut stamps, mut got) = (vec![0u64; n], Vec::new());
+    let deadline = now_ns() + 20_000_000;
+    loop {
+        read_tx_stamps(fd, &mut got);
+        for &(i, s) in &got {
+            let k = i.wrapping_sub(first) as usize; // an earlier datagram's (a ping's) is far out
+            if k < n {
+                stamps[k] = s;
+            }
+        }
+        got.clear();
+        if stamps.iter().all(|&s| s > 0) || now_ns() > deadline {
+            return stamps;
+        }
+        sleep_ns(200_000);
+    }
+}
+
 fn recv(args: &Args) -> Result<(), String> {
     args.known(&["bind"])?;
     let bind = addr(args.req("bind")?)?;
@@ -240,6 +320,14 @@ fn send(args: &Args) -> Result<(), String> {
     let sock = UdpSocket::bind(SocketAddr::new(src, 0)).map_err(|e| format!("bind {src}: {e}"))?;
     sock.connect(dst).map_err(|e| format!("connect {dst}: {e}"))?;
     set_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 8 << 20);
+    // the error queue holding the transmit stamps counts against the receive buffer
+    set_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
+    let stamped = enable_tx_stamps(sock.as_raw_fd());
+    if !stamped {
+        eprintln!("swell-probe: warning: no kernel transmit stamps: {}",
+                  std::io::Error::last_os_error());
+    }
+    let mut datagrams = 0u32;
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -259,6 +347,7 @@ fn send(args: &Args) -> Result<(), String> {
                     .map(|v| v.parse::<u64>().map_err(|_| format!("train: bad gap {v:?}")))
                     .collect::<Result<_, _>>()?;
                 let start = now_ns() + 50_000;
+                let first_datagram = datagrams;
                 let (mut target, mut first, mut last) = (start, 0u64, 0u64);
                 for seq in 0..=gaps.len() {
                     wait_until(target, spin);
@@ -270,6 +359,7 @@ fn send(args: &Args) -> Result<(), String> {
                     if let Err(e) = sock.send(&buf[..size]) {
                         return Err(format!("send: {e}"));
                     }
+                    datagrams = datagrams.wrapping_add(1);
                     if seq == 0 {
                         first = tx;
                     }
@@ -278,13 +368,22 @@ fn send(args: &Args) -> Result<(), String> {
                         target += gaps[seq];
                     }
                 }
-                writeln!(out, "sent {id} {} {first} {last}", gaps.len() + 1)
+                let n = gaps.len() + 1;
+                let kernel = if stamped {
+                    train_tx_stamps(sock.as_raw_fd(), first_datagram, n)
+                } else {
+                    vec![0; n]
+                };
+                let kernel: Vec<String> = kernel.iter().map(u64::to_string).collect();
+                writeln!(out, "sent {id} {n} {first} {last} {}", kernel.join(" "))
                     .and_then(|_| out.flush())
                     .map_err(|e| e.to_string())?;
             }
             Some("ping") => {
                 header(&mut buf, KIND_PING, 0, 0, now_ns());
-                let _ = sock.send(&buf[..HEADER]);
+                if sock.send(&buf[..HEADER]).is_ok() {
+                    datagrams = datagrams.wrapping_add(1);
+                }
                 sock.set_read_timeout(Some(Duration::from_millis(200))).ok();
                 let mut rb = [0u8; 64];
                 let answer = match sock.recv(&mut rb) {

@@ -280,6 +280,7 @@ impl Engine {
                 pkt.buf[0..6].copy_from_slice(&[0xff; 6]);
             }
             port.txq.push(pkt.buf);
+            port.txq_due.push(t);
             return;
         }
         let pi = pkt.path[pkt.next as usize];
@@ -481,6 +482,9 @@ impl Engine {
                 "tx_unknown_peer": c.tx_unknown_peer,
                 "arp_replies": c.arp_replies, "tx_frames": c.tx_frames, "tx_errors": c.tx_errors,
                 "no_route": c.no_route, "kernel_drops": c.kernel_drops,
+                "tx_late_us": c.tx_late.iter().enumerate()
+                    .map(|(i, n)| (crate::port::late_bucket_name(i), json!(n)))
+                    .collect::<Map<String, Value>>(),
                 "mac": p.mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":"),
             }));
         }

@@ -24,6 +24,18 @@ pub const BATCH: usize = 64;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 
+/// Upper bounds (us) of the transmit-lateness buckets; the last bucket is open.
+pub const LATE_BUCKETS_US: [u64; 8] = [10, 20, 50, 100, 200, 500, 1_000, 10_000];
+
+/// The JSON name of transmit-lateness bucket `i` ("<10", "10-20", ..., ">=10000").
+pub fn late_bucket_name(i: usize) -> String {
+    match i {
+        0 => format!("<{}", LATE_BUCKETS_US[0]),
+        i if i == LATE_BUCKETS_US.len() => format!(">={}", LATE_BUCKETS_US[i - 1]),
+        i => format!("{}-{}", LATE_BUCKETS_US[i - 1], LATE_BUCKETS_US[i]),
+    }
+}
+
 #[derive(Default, Debug, Clone)]
 pub struct PortCounters {
     pub rx_frames: u64,
@@ -38,6 +50,9 @@ pub struct PortCounters {
     pub arp_replies: u64,
     pub tx_frames: u64,
     pub tx_errors: u64,
+    /// Frames by how late they were handed to the kernel after their scheduled
+    /// departure, in the buckets of `LATE_BUCKETS_US` (the emulation's own timing error).
+    pub tx_late: [u64; LATE_BUCKETS_US.len() + 1],
     pub no_route: u64,
     pub kernel_drops: u64,
 }
@@ -58,6 +73,9 @@ pub struct Port {
     pub counters: PortCounters,
     /// Frames waiting for the next `flush`.
     pub txq: Vec<Vec<u8>>,
+    /// The scheduled departures (monotonic ns) of the forwarded frames in `txq`
+    /// (not of ARP frames): `flush` counts how late each went out.
+    pub txq_due: Vec<u64>,
     /// The receive ring (None for a transmit-only port).
     ring: Option<RxRing>,
 }
@@ -299,6 +317,7 @@ impl Port {
             gateways,
             counters: PortCounters::default(),
             txq: Vec::with_capacity(BATCH),
+            txq_due: Vec::with_capacity(BATCH),
             ring,
         })
     }
@@ -335,6 +354,16 @@ impl Port {
 
     /// Sends every queued frame; returns the buffers for reuse.
     pub fn flush(&mut self, pool: &mut Vec<Vec<u8>>) {
+        if !self.txq_due.is_empty() {
+            let now = crate::engine::mono_ns();
+            for &due in &self.txq_due {
+                let late_us = now.saturating_sub(due) / 1_000;
+                let i = LATE_BUCKETS_US.iter().position(|&b| late_us < b)
+                    .unwrap_or(LATE_BUCKETS_US.len());
+                self.counters.tx_late[i] += 1;
+            }
+            self.txq_due.clear();
+        }
         let mut done = 0;
         while done < self.txq.len() {
             let chunk = &self.txq[done..(done + BATCH).min(self.txq.len())];
@@ -441,8 +470,30 @@ mod tests {
             gateways: vec![0x0a01_fffe],
             counters: PortCounters::default(),
             txq: Vec::new(),
+            txq_due: Vec::new(),
             ring: None,
         }
+    }
+
+    #[test]
+    fn flush_counts_each_forwarded_frame_by_its_lateness() {
+        let mut p = port();
+        let now = crate::engine::mono_ns();
+        for late_us in [0u64, 150, 150, 2_000_000] {
+            p.txq.push(vec![0u8; 60]);
+            p.txq_due.push(now.saturating_sub(late_us * 1_000));
+        }
+        p.txq.push(vec![0u8; 42]); // an ARP frame: no departure, not counted
+        let mut pool = Vec::new();
+        p.flush(&mut pool);
+        let names: Vec<String> = (0..=LATE_BUCKETS_US.len()).map(late_bucket_name).collect();
+        assert_eq!(names[0], "<10");
+        assert_eq!(names[4], "100-200");
+        assert_eq!(names[8], ">=10000");
+        assert_eq!(p.counters.tx_late.iter().sum::<u64>(), 4);
+        assert_eq!(p.counters.tx_late[4], 2);
+        assert_eq!(p.counters.tx_late[8], 1);
+        assert!(p.txq.is_empty() && p.txq_due.is_empty());
     }
 
     #[test]
