@@ -70,7 +70,7 @@ def check_plan(plan: RunPlan, base_dir: Path) -> list[str]:
         topo.setdefault("seed", plan.seed)
         spec = spec_from_dict(topo, "topology")
         plan_addresses(spec)
-        if exp.foreground.kind != "none" and spec.foreground.clients < 1:
+        if fg.needs_fg_hosts and spec.foreground.clients < 1:
             raise SwellError("topology.foreground.clients",
                              f"the {exp.foreground.kind} foreground needs at least one client")
         path = path_facts(spec)

@@ -128,6 +128,9 @@ class TrafficKind:
     tools: ClassVar[tuple[Tool, ...]] = ()
     native: ClassVar[tuple[str, ...]] = ()  # swell's own binaries it runs
     cli: ClassVar[str | None] = None  # module adding its ``swell gen`` subcommands
+    # a foreground that runs between the foreground hosts (all but ``none``): the
+    # topology must give it a client and a server
+    needs_fg_hosts: ClassVar[bool] = True
 
     def __init__(self, spec: KindSpec) -> None:
         self.spec = spec

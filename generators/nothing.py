@@ -62,3 +62,4 @@ class NoForeground(TrafficKind):
     name = "none"
     role = "foreground"
     Spec = NoneSpec
+    needs_fg_hosts = False

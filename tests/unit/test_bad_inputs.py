@@ -140,6 +140,15 @@ def test_bad_experiment(capsys, tmp_path: Path, name: str, command: str) -> None
         assert not (tmp_path / "study").exists()
 
 
+def test_no_foreground_needs_no_foreground_client(capsys, tmp_path: Path) -> None:
+    """The file that exp-clients-zero.yaml refuses is fine once nothing runs in front:
+    the kind says whether it needs the foreground hosts (``needs_fg_hosts``)."""
+    exp = tmp_path / "exp.yaml"
+    exp.write_text((BAD / "exp-clients-zero.yaml").read_text() + "foreground: {kind: none}\n")
+    code, err = run(capsys, "check", str(exp))
+    assert code == 0, err
+
+
 @pytest.mark.parametrize("name", BAD_RESULTS)
 def test_bad_results(capsys, tmp_path: Path, name: str) -> None:
     code, err = run(capsys, "report", str(BAD / name), "-o", str(tmp_path / "rep"))
