@@ -161,7 +161,8 @@ def think_share(sched: Any, rtt_s: float, slow_start: bool, warmup_s: float, end
             "median_session_s": float(np.median(b)), "rsp_kb_per_session": float(w.mean() / 1e3)}
 
 
-def screen(cands: list[str], seeds: int, length: float, out: Path) -> int:
+def screen(cands: list[str], seeds: int, length: float, out: Path,
+           warmup_s: float = WARMUP_S) -> int:
     """Per candidate stand-in: think share and the fluid prediction (see the docstring)."""
     from swell.extract.model import save_model
     from swell.extract.pipeline import extract_model
@@ -173,11 +174,12 @@ def screen(cands: list[str], seeds: int, length: float, out: Path) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="fig14screen-"))
     clients = [f"10.1.0.{i + 1}" for i in range(40)]
     servers = [f"10.2.0.{i + 1}" for i in range(10)]
-    total = WARMUP_S + length
-    res: dict[str, Any] = {"length_s": length, "seeds": seeds, "fixed_rtt_s": RTT_S,
+    total = warmup_s + length
+    res: dict[str, Any] = {"length_s": length, "warmup_s": warmup_s, "seeds": seeds,
+                           "fixed_rtt_s": RTT_S,
                            "rate_bps": RATE_BPS, "band_octaves": BAND, "candidates": {}}
     print(f"{'stand-in':<16} {'rtt':>5} {'sess':>5} {'think/time':>10} {'think/bytes':>11} "
-          f"{'kB/sess':>8} {'fluid 60ms':>12} {'fluid own+ss':>13}")
+          f"{'kB/sess':>8} {'fluid 60ms':>12} {'fluid own+ss':>13} {'Mbit/s B/Z':>10}")
     for cand in cands:
         label, _, src = cand.partition("=")
         path = Path(src)
@@ -188,16 +190,18 @@ def screen(cands: list[str], seeds: int, length: float, out: Path) -> int:
                                              tmp)}
         own = model_rtt_s(base)
         shares, fixed, ownss = [], [], []
+        rate: dict[str, list[float]] = {"Base": [], "ZeroThink": []}
         for k in range(1, seeds + 1):
             series: dict[str, dict[str, np.ndarray]] = {"fixed": {}, "own": {}}
             for name, seed in (("Base", k), ("ZeroThink", 1000 + k)):
                 apps, scale = load_app_samples(models[name])
                 sched = swing_schedule(apps, clients, servers, total, seed, scale, 3.3,
-                                       arrivals="stationary", window_start_s=WARMUP_S)
-                series["fixed"][name] = fluid_series(sched, WARMUP_S, total)
-                series["own"][name] = fluid_series(sched, WARMUP_S, total, own, True)
+                                       arrivals="stationary", window_start_s=warmup_s)
+                series["fixed"][name] = fluid_series(sched, warmup_s, total)
+                series["own"][name] = fluid_series(sched, warmup_s, total, own, True)
+                rate[name].append(float(series["own"][name].sum()) * 8 / length / 1e6)
                 if name == "Base":
-                    shares.append(think_share(sched, own, True, WARMUP_S, total))
+                    shares.append(think_share(sched, own, True, warmup_s, total))
             fixed.append(band_diff(series["fixed"]["Base"], series["fixed"]["ZeroThink"])[0])
             ownss.append(band_diff(series["own"]["Base"], series["own"]["ZeroThink"])[0])
         row = {"source": src, "own_rtt_s": own,
@@ -207,13 +211,16 @@ def screen(cands: list[str], seeds: int, length: float, out: Path) -> int:
                "fluid_fixed_rtt": {"mean": float(np.nanmean(fixed)),
                                    "sd": float(np.nanstd(fixed, ddof=1))},
                "fluid_own_rtt_slow_start": {"mean": float(np.nanmean(ownss)),
-                                            "sd": float(np.nanstd(ownss, ddof=1))}}
+                                            "sd": float(np.nanstd(ownss, ddof=1))},
+               "fluid_rate_mbps": {k: float(np.mean(v)) for k, v in rate.items()}}
         res["candidates"][label] = row
         print(f"{label:<16} {own * 1e3:4.0f}m {row['sessions']:5.0f} {row['by_time']:10.0%} "
               f"{row['by_bytes']:11.0%} {row['rsp_kb_per_session']:8.0f} "
               f"{row['fluid_fixed_rtt']['mean']:+6.2f}+-{row['fluid_fixed_rtt']['sd']:4.2f} "
               f"{row['fluid_own_rtt_slow_start']['mean']:+7.2f}+-"
-              f"{row['fluid_own_rtt_slow_start']['sd']:4.2f}", flush=True)
+              f"{row['fluid_own_rtt_slow_start']['sd']:4.2f} "
+              f"{row['fluid_rate_mbps']['Base']:4.2f}/{row['fluid_rate_mbps']['ZeroThink']:4.2f}",
+              flush=True)
     write_json(out, res)
     return 0
 
@@ -224,12 +231,13 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--lengths", default="60,180,600", help="measured window lengths, s")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--warmup", type=float, default=WARMUP_S, help="--screen: warm-up, s")
     ap.add_argument("--screen", nargs="+", metavar="LABEL=TRACE",
                     help="screen candidate stand-ins (traces or model directories)")
     args = ap.parse_args()
     if args.screen:
         return screen(args.screen, args.seeds, float(args.lengths.split(",")[0]),
-                      args.out or REPO / "docs/paper/fig14_standins.json")
+                      args.out or REPO / "docs/paper/fig14_standins.json", args.warmup)
     args.out = args.out or REPO / "docs/paper/fig14_zero_think.json"
     from swell.extract.model import save_model
     from swell.extract.pipeline import extract_model

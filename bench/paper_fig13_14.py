@@ -1,6 +1,6 @@
 """Figures 13 and 14 of the paper from their studies: plots and tables for ``docs/``.
 
-``bench/paper_fig13_14.py --fig13 STUDY13 --fig14 STUDY14 --out docs/paper``, after
+``bench/paper_fig13_14.py --fig13 STUDY13 --fig14 STUDY14... --out docs/paper``, after
 ``swell run experiments/paper/fig13_reverse.yaml`` and ``fig14_timescales.yaml``
 (any durations: the files' own or shortened through an ``extends:`` overlay).
 
@@ -110,10 +110,13 @@ def _band(diffs: list[dict[str, float]], lo: int, hi: int) -> dict[str, Any]:
             "shown": abs(md) > mc, "sign": "more" if md > 0 else "less"}
 
 
-def fig14(study: Path, out: Path) -> dict[str, Any]:
+def fig14(studies: list[Path], out: Path) -> dict[str, Any]:
+    """The figure from one study of the file, or from several that together hold its
+    runs (overlays of the file, each with part of its sweep, run at once)."""
     import matplotlib.pyplot as plt
 
-    data = load_results(study)
+    parts = [load_results(study) for study in studies]
+    data = {**parts[0], "runs": [run for part in parts for run in part["runs"]]}
     groups = group_runs(data)
     energy: dict[str, dict[str, dict[str, EnergyPlot]]] = {}
     rts = []
@@ -175,14 +178,16 @@ def fig14(study: Path, out: Path) -> dict[str, Any]:
     return result
 
 
-def fig14_seeds(studies: list[Path], out: Path) -> dict[str, Any]:
+def fig14_seeds(studies: list[Path], out: Path, tag: str = "",
+                stand_in: str = "") -> dict[str, Any]:
     """Base against ZeroThink over several studies (one run each, its own seed).
 
     Pairs the k-th Base study with the k-th ZeroThink study (independent draws, as
     a study's runs are) and gives, per direction and band, each pair's mean
     difference over the band's octaves, the mean over pairs, their spread and the
     mean Abry-Veitch interval of one pair; plots every pair's per-octave difference
-    and their mean (``fig14-zero-think.png``).
+    and their mean (``fig14-zero-think[-TAG].png``; ``stand_in`` names the background
+    in its title).
     """
     import matplotlib.pyplot as plt
 
@@ -224,6 +229,10 @@ def fig14_seeds(studies: list[Path], out: Path) -> dict[str, Any]:
                 table[i, octs.index(q["octave"])] = q["diff"]
             ax.plot([q["octave"] for q in x], [q["diff"] for q in x], color="0.6",
                     linewidth=0.8, marker=".", label="one pair (seed k)" if i == 0 else None)
+        result.setdefault("per_octave", {})[d] = {
+            str(o): {"pairs": [None if np.isnan(x) else round(float(x), 3) for x in table[:, i]],
+                     "mean": round(float(np.nanmean(table[:, i])), 3)}
+            for i, o in enumerate(octs)}
         ax.plot(octs, np.nanmean(table, axis=0), color=P.COLORS[0], linewidth=2, marker="o",
                 label=f"mean of {len(diffs)} pairs")
         ax.set_xlabel("octave j (time scale 2^j ms)")
@@ -231,9 +240,10 @@ def fig14_seeds(studies: list[Path], out: Path) -> dict[str, Any]:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("log2 energy difference")
     axes[1].legend(fontsize=8)
-    fig.suptitle("Figure 14: zero think time against the base model, pairs of runs")
+    fig.suptitle("Figure 14: zero think time against the base model, pairs of runs"
+                 + (f" ({stand_in})" if stand_in else ""))
     fig.tight_layout()
-    fig.savefig(out / "fig14-zero-think.png", dpi=110)
+    fig.savefig(out / f"fig14-zero-think{'-' + tag if tag else ''}.png", dpi=110)
     plt.close(fig)
     return result
 
@@ -242,9 +252,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fig13", type=Path)
-    ap.add_argument("--fig14", type=Path)
+    ap.add_argument("--fig14", type=Path, nargs="+",
+                    help="the study of fig14_timescales.yaml, or studies holding parts of it")
     ap.add_argument("--fig14-seeds", type=Path, nargs="+",
-                    help="studies of Base and ZeroThink alone, one run each (its own seed)")
+                    help="studies of Base and ZeroThink alone (every run its own seed)")
+    ap.add_argument("--tag", default="", help="--fig14-seeds: suffix of the plot's name and "
+                    "of the JSON key (another stand-in beside the first)")
+    ap.add_argument("--stand-in", default="", help="--fig14-seeds: the background, for the title")
     ap.add_argument("--out", type=Path, default=Path("docs/paper"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -254,7 +268,8 @@ def main() -> int:
     if args.fig14:
         summary["fig14"] = fig14(args.fig14, args.out)
     if args.fig14_seeds:
-        summary["fig14_zero_think"] = fig14_seeds(args.fig14_seeds, args.out)
+        key = "fig14_zero_think" + (f"_{args.tag}" if args.tag else "")
+        summary[key] = fig14_seeds(args.fig14_seeds, args.out, args.tag, args.stand_in)
     path = args.out / "fig13_14.json"
     if path.exists():
         summary = {**json.loads(path.read_text()), **summary}
