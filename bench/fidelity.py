@@ -61,7 +61,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +154,7 @@ def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
 
 
 CALIBRATE = False
+RRE_DRAW = "auto"  # --rre-draw: "independent" draws numConn, interConn, numPairs one by one
 
 
 def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
@@ -167,6 +168,8 @@ def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
     from swell.generators.schedule import load_app_samples
 
     apps, scale = load_app_samples(model_dir)
+    if RRE_DRAW == "independent":  # as a model without the joint RRE sample draws
+        apps = [replace(a, rre_conns=np.zeros(0, dtype=np.int64)) for a in apps]
     ok = [a for a in apps if a.req_size.size and a.rsp_size.size and a.num_pairs.size]
     return ok, scale, [a.name for a in apps if a not in ok]
 
@@ -474,6 +477,10 @@ def main() -> int:
                     "<out>/seeds/seed<k>/<capture>/ (plots under --work) and the mean and "
                     "spread over seeds to <out>/<capture>/seeds.json, seeds.txt and "
                     "seeds_energy_<dir>.png")
+    ap.add_argument("--rre-draw", choices=("auto", "independent"), default="auto",
+                    help="auto: each RRE drawn whole from the model's joint RRE sample "
+                    "(docs/scale.md 7.2); independent: numConn, interConn and numPairs "
+                    "one by one (Swing's draw, and models written before the sample)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs at once (each its own dumbbell; the runs of these traces "
                     "take a small share of a core each)")
@@ -481,8 +488,9 @@ def main() -> int:
     from swell.cli import unwind_on_sigterm
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
-    global CALIBRATE
+    global CALIBRATE, RRE_DRAW
     CALIBRATE = args.calibrate
+    RRE_DRAW = args.rre_draw
     preps = []
     for cap in CAPTURES:
         if args.only and cap.name not in args.only:
@@ -531,7 +539,8 @@ def seeds_summary(results: list[FidelityResult]) -> dict[str, Any]:
     energy per octave of each seed and of their mean against the original's floor."""
     m = results[0].meta
     out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results],
-                           "calibrated": CALIBRATE, "run_s": m.get("run_s"),
+                           "calibrated": CALIBRATE, "rre_draw": RRE_DRAW,
+                           "run_s": m.get("run_s"),
                            "warmup_s": m.get("warmup_s"), "window_s": m.get("window_s"),
                            "model_mean_mbps": m.get("model_mean_mbps"),
                            "offered_in_window_mbps": [r.meta.get("offered_in_window_mbps")
@@ -576,6 +585,7 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
     seeds = summary["seeds"]
     lines = [f"{name}: seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}, no selection)"
              + (", target by construction" if summary["calibrated"] else "")
+             + f", RRE draw {summary.get('rre_draw', 'auto')}"
              + f"; generated {summary['run_s']:.0f} s, measured the last "
                f"{summary['window_s']:.0f} s; offered in the window (Mbit/s): "
              + ", ".join(f"{x:.2f}" for x in summary["offered_in_window_mbps"])
