@@ -4,7 +4,8 @@
 //! `send` emits fixed-size messages at a constant or exponential
 //! (Poisson-process) inter-departure time, over UDP or as paced writes on one
 //! TCP connection. Departure times are absolute (start + sum of gaps), so
-//! error never accumulates; the sender sleeps until `--spin-us` (default 1000)
+//! error never accumulates; the sender sleeps until `--spin-us` (default 1000;
+//! 40 with `--rt`, widened to what this host's wake-ups need: `util::Pacer`)
 //! before a departure and busy-polls the clock for the rest, so gaps under
 //! 1 ms are pure busy-polling (like D-ITG's `-poll`); timer slack is 1 ns.
 //! Each message starts with its sequence number and departure time (u64 ns,
@@ -130,8 +131,10 @@ pub fn send(args: &Args) -> Result<(), String> {
     let size: usize = args.num("size", 512)?;
     let dist = args.get("dist").unwrap_or("const");
     let duration: f64 = args.num("duration", 0.0)?;
-    // Under SCHED_FIFO wake-ups are prompt, so a shorter busy-poll window is enough.
-    let spin = args.num::<u64>("spin-us", if args.flag("rt") { 40 } else { 1000 })? * 1000;
+    // Under SCHED_FIFO a shorter base window spares the CPU; the pacer widens it to
+    // this host's measured wake-up lateness.
+    let mut pacer =
+        Pacer::new(args.num::<u64>("spin-us", if args.flag("rt") { 40 } else { 1000 })? * 1000);
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     if !(pps > 0.0) || duration <= 0.0 {
         return Err("--pps and --duration must be positive".into());
@@ -184,14 +187,7 @@ pub fn send(args: &Args) -> Result<(), String> {
             let _ = std::io::stdout().flush();
             report += interval;
         }
-        if next > mono_ns() + spin {
-            sleep_until_ns(next - spin);
-        }
-        let mut now = mono_ns();
-        while now < next {
-            std::hint::spin_loop();
-            now = mono_ns();
-        }
+        let now = pacer.wait_until(next);
         stamp(&mut buf, seq, now);
         seq += 1;
         let ok = match &mut out {

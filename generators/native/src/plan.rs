@@ -108,7 +108,8 @@ pub fn psend(args: &Args) -> Result<(), String> {
         return Err(format!("plan size {} out of range {min}..65507", bad.2));
     }
     let flows = plan.iter().map(|r| r.1 as usize + 1).max().unwrap_or(0);
-    let spin = args.num::<u64>("spin-us", if args.flag("rt") { 40 } else { 1000 })? * 1000;
+    let mut pacer =
+        Pacer::new(args.num::<u64>("spin-us", if args.flag("rt") { 40 } else { 1000 })? * 1000);
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     let interval = args.num::<u64>("interval-ms", 1000)?.max(10) * 1_000_000;
     if args.flag("rt") {
@@ -137,14 +138,7 @@ pub fn psend(args: &Args) -> Result<(), String> {
             let _ = std::io::stdout().flush();
             report += interval;
         }
-        if next > mono_ns() + spin {
-            sleep_until_ns(next - spin);
-        }
-        let mut now = mono_ns();
-        while now < next {
-            std::hint::spin_loop();
-            now = mono_ns();
-        }
+        let now = pacer.wait_until(next);
         let f = flow as usize;
         let msg = &mut buf[..size as usize];
         msg[0..8].copy_from_slice(&(((flow as u64) << FLOW_SHIFT) | seqs[f]).to_be_bytes());
