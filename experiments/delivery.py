@@ -29,8 +29,10 @@ connections cut at the end or failed. Each names the likely cause: the CPU
 (the link engine's busiest thread at its core, or every core busy: the
 background's ``cpu`` metrics), a schedule that offered less (the draw of a
 heavy-tailed model), saturated access links (named: busy over ``BUSY``, or
-asked for more than their link before the run), a saturated bottleneck, or
-failed connections (with their errors).
+asked for more than their link before the run), a saturated bottleneck,
+failed connections (with their errors), or sessions still under way at the
+end (over ``UNFINISHED_MAX`` of those started: sessions longer than the
+warm-up, whose load was still ramping up in the window).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ DELIVERED_MIN = 0.90
 DELIVERED_MAX = 1.25  # delivered over this share of asked: an overshoot, also a problem
 CUT_MAX = 0.05
 BUSY = 0.90  # a pipe busy over this share of its lifetime is saturated
+UNFINISHED_MAX = 0.30  # over this share of started sessions unfinished: long sessions
 MIN_ASKED_MBPS = 0.05  # directions asked for less are not judged (a few requests)
 ENGINE_BUSY = 0.85  # the link engine's busiest thread over this share of a core: its limit
 MACHINE_BUSY = 0.90  # every core together over this share: the machine's limit
@@ -120,9 +123,24 @@ def cpu_cause(cpu: dict[str, Any] | None) -> str | None:
     return None
 
 
+def _unfinished_cause(sessions: dict[str, Any] | None, warm: float | None) -> str | None:
+    """Long sessions as a reason, in words, when many of those started never finished:
+    a stationary arrival process fills the population of active sessions over about one
+    session length, so a warm-up shorter than that measures a load still ramping up."""
+    started = int((sessions or {}).get("started") or 0)
+    done = int((sessions or {}).get("completed") or 0)
+    if started < 10 or done >= (1 - UNFINISHED_MAX) * started:
+        return None
+    w = f"the {warm:g} s warm-up" if warm is not None else "the warm-up"
+    return (f"{started - done} of {started} sessions started were still under way at the "
+            f"end: sessions that long fill up over about their own length, so after {w} "
+            "the load may still have been ramping up in the window (a longer warmup_s)")
+
+
 def _cause(d: str, offered: float | None, asked: float, sat: list[dict[str, Any]],
            bn_busy: float | None, conns: dict[str, Any], cpu: dict[str, Any] | None = None,
-           overloaded: set[str] | None = None) -> str:
+           overloaded: set[str] | None = None, sessions: dict[str, Any] | None = None,
+           warm: float | None = None) -> str:
     """The likely reason a direction fell short, in words.
 
     An access link is saturated when it was busy over ``BUSY`` of the run, or when the
@@ -158,6 +176,8 @@ def _cause(d: str, offered: float | None, asked: float, sat: list[dict[str, Any]
         reasons.append("drops at " + ", ".join(p["pipe"] for p in other[:3]))
     if conns.get("failed"):
         reasons.append(f"{conns['failed']} connections failed ({conns.get('errors')})")
+    if (why := _unfinished_cause(sessions, warm)) is not None:
+        reasons.append(why)
     return "; ".join(reasons) or "no saturated link seen: the sessions' own pace (round " \
                                   "trips, loss, think times) kept the load lower"
 
@@ -220,7 +240,8 @@ def delivery(asked: dict[str, float] | None, background: dict[str, Any],
         if a is not None and a >= MIN_ASKED_MBPS and delivered < DELIVERED_MIN * a:
             problems.append(f"background {d}: delivered {delivered:.2f} of {a:.2f} Mbit/s "
                             f"asked ({delivered / a:.0%}) in the window; likely cause: "
-                            + _cause(d, offered.get(d), a, sat, bn_busy, conns, cpu, overloaded))
+                            + _cause(d, offered.get(d), a, sat, bn_busy, conns, cpu, overloaded,
+                                     background.get("sessions"), warm))
         elif a is not None and a >= MIN_ASKED_MBPS and delivered > DELIVERED_MAX * a:
             problems.append(f"background {d}: delivered {delivered:.2f} of {a:.2f} Mbit/s "
                             f"asked ({delivered / a:.0%}), well above it, in the window; "
@@ -232,5 +253,5 @@ def delivery(asked: dict[str, float] | None, background: dict[str, Any],
         problems.append(f"background: {conns.get('cut', 0)} connections cut at the end and "
                         f"{conns.get('failed', 0)} failed of {started} ({bad / started:.0%}); "
                         "likely cause: " + _cause("both", None, 1.0, sat, None, conns, cpu,
-                                                  overloaded))
+                                                  overloaded, background.get("sessions"), warm))
     return out, problems

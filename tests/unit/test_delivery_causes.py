@@ -25,11 +25,11 @@ CPU_AT_LIMIT = {"interval_s": 30.0, "cores": 2, "machine_busy": 0.74,
 
 
 def run(delivered: dict[str, float], offered: dict[str, float], cpu=None, hosts=None,
-        stats=BURSTY, warm: float = 10.0) -> tuple[dict, list[str]]:
+        stats=BURSTY, warm: float = 10.0, sessions=None) -> tuple[dict, list[str]]:
     bg = {"load": {"offered_mbps": offered, "delivered_mbps": delivered,
                    "window_s": [warm, warm + 20.0]},
           "connections": {"started": 1000, "cut": 20, "failed": 0},
-          "cpu": cpu, "hosts": hosts or {}}
+          "cpu": cpu, "hosts": hosts or {}, "sessions": sessions}
     bn = {d: {"bg_mean_mbps": v, "all_mean_mbps": v} for d, v in delivered.items()}
     return delivery({"forward": 31.5, "reverse": 468.5}, bg, bn, stats, {}, PATH)
 
@@ -120,3 +120,19 @@ def test_cpu_shares_of_real_processes():
     assert shares["sleep"]["core_share"] < 0.05
     assert 0.1 < shares["machine_busy"] <= 1.0
     assert CpuSampler().shares() is None  # no snapshots: unknown, never zero
+
+
+def test_sessions_still_under_way_are_named_with_the_warm_up(monkeypatch):
+    """Figure 14's think-dominated stand-in after a 10 s warm-up: 161 of 436 sessions
+    still open at the end, the load still ramping up (docs/fig13-14.md)."""
+    patched_rates(monkeypatch)
+    busy = {**CPU_AT_LIMIT, "machine_busy": 0.97,
+            "swell-link": {"processes": 1, "core_share": 0.4, "busiest_thread": 0.4}}
+    long_ones = {"scheduled": 450, "started": 436, "completed": 275}
+    _, (text,) = run({"forward": 28.3, "reverse": 460.0}, {"forward": 31.1, "reverse": 467.6},
+                     cpu=busy, warm=10.0, sessions=long_ones)
+    assert "161 of 436 sessions started were still under way" in text
+    assert "after the 10 s warm-up" in text and "the CPU" in text  # both named
+    _, (text,) = run({"forward": 28.3, "reverse": 460.0}, {"forward": 31.1, "reverse": 467.6},
+                     sessions={**long_ones, "completed": 320})  # 27% unfinished: not a cause
+    assert "still under way" not in text
