@@ -88,9 +88,10 @@ def test_idle_link_reads_its_capacity(tmp_path: Path, monkeypatch, cap: int) -> 
         assert ok, (label, fg.get("problems"))
         assert fg["truth_mbps"] and min(fg["truth_mbps"]) == pytest.approx(cap)
         est = np.array([e["estimate_mbps"] for e in ok])
-        late = run["engine_lateness"]
+        late = run["engine_lateness"]  # None with the netem engine (no such counter)
         print(f"{label} on idle {cap}: {np.round(est, 1).tolist()}; engine late >= 50 us: "
-              f"{late['share_over_50us']:.2%} of {late['frames']} frames")
+              + (f"{late['share_over_50us']:.2%} of {late['frames']} frames" if late
+                 else "not counted"))
         assert all(e["probe_bytes"] > 0 for e in ok)
         assert fg["time_to_first_s"] > 0
         off = np.abs(est - cap)
