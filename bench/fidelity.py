@@ -154,7 +154,7 @@ def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
 
 
 CALIBRATE = False
-RRE_DRAW = "auto"  # --rre-draw: "independent" draws numConn, interConn, numPairs one by one
+RRE_DRAW = "independent"  # --rre-draw joint: each RRE drawn whole (docs/scale.md 7.2)
 
 
 def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
@@ -168,7 +168,7 @@ def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
     from swell.generators.schedule import load_app_samples
 
     apps, scale = load_app_samples(model_dir)
-    if RRE_DRAW == "independent":  # as a model without the joint RRE sample draws
+    if RRE_DRAW == "independent":  # as swell run draws (and a model without the sample)
         apps = [replace(a, rre_conns=np.zeros(0, dtype=np.int64)) for a in apps]
     ok = [a for a in apps if a.req_size.size and a.rsp_size.size and a.num_pairs.size]
     return ok, scale, [a.name for a in apps if a not in ok]
@@ -477,10 +477,10 @@ def main() -> int:
                     "<out>/seeds/seed<k>/<capture>/ (plots under --work) and the mean and "
                     "spread over seeds to <out>/<capture>/seeds.json, seeds.txt and "
                     "seeds_energy_<dir>.png")
-    ap.add_argument("--rre-draw", choices=("auto", "independent"), default="auto",
-                    help="auto: each RRE drawn whole from the model's joint RRE sample "
-                    "(docs/scale.md 7.2); independent: numConn, interConn and numPairs "
-                    "one by one (Swing's draw, and models written before the sample)")
+    ap.add_argument("--rre-draw", choices=("independent", "joint"), default="independent",
+                    help="independent: numConn, interConn and numPairs one by one (Swing's "
+                    "draw, swell run's default); joint: each RRE drawn whole from the "
+                    "model's joint RRE sample (docs/scale.md 7.2)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs at once (each its own dumbbell; the runs of these traces "
                     "take a small share of a core each)")
@@ -585,7 +585,7 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
     seeds = summary["seeds"]
     lines = [f"{name}: seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}, no selection)"
              + (", target by construction" if summary["calibrated"] else "")
-             + f", RRE draw {summary.get('rre_draw', 'auto')}"
+             + f", RRE draw {summary.get('rre_draw', 'independent')}"
              + f"; generated {summary['run_s']:.0f} s, measured the last "
                f"{summary['window_s']:.0f} s; offered in the window (Mbit/s): "
              + ", ".join(f"{x:.2f}" for x in summary["offered_in_window_mbps"])

@@ -52,12 +52,17 @@ INT_PARAMS = (
     "rrePairs",
 )
 RRE_DRAW_TEXT = {  # what SwingModel.rre_draw() means, for `swell model show`
-    "joint": "each RRE's connections, offsets and pair counts drawn together from the trace's RREs",
+    "joint": (
+        "the trace's RREs are in the model: with rre_draw=joint (bench/fidelity.py "
+        "--rre-draw joint) each RRE's connections, offsets and pair counts are drawn "
+        "together; by default one by one"
+    ),
     "independent": (
         "numConn, interConn and numPairs drawn one by one: no joint RRE "
         "sample (a model written before it; re-extract to get it)"
     ),
-    "mixed": "joint for the applications with a joint RRE sample, one by one for the others",
+    "mixed": "rre_draw=joint draws whole RREs for the applications with a joint RRE sample, "
+    "one by one for the others",
 }
 PARAM_UNITS = {
     "numConn": "connections per RRE",
@@ -103,9 +108,11 @@ class SwingModel:
         return self.arrays[key]
 
     def rre_draw(self, app: str | None = None) -> str:
-        """How the schedule draws an RRE's connections: ``joint`` (whole RREs of the
-        trace from ``JOINT_PARAMS``), ``independent`` (numConn, interConn and numPairs
-        one by one: a model written before the joint sample) or ``mixed``."""
+        """Which RRE draws the model allows: ``joint`` (it has the trace's RREs whole,
+        ``JOINT_PARAMS``: the schedule's opt-in ``rre_draw="joint"`` draws them; by
+        default numConn, interConn and numPairs are drawn one by one),
+        ``independent`` (one by one only: a model written before the joint sample)
+        or ``mixed``."""
         apps = [app] if app else self.apps
         have = {all(f"app/{a}/{p}" in self.arrays for p in JOINT_PARAMS) for a in apps}
         return "mixed" if len(have) > 1 else "joint" if have == {True} else "independent"

@@ -18,16 +18,17 @@ samples (:class:`AppSamples`, read from a Swing model directory by
 ``seed``, so the same inputs and seed give the same file byte for byte
 (times are rounded to the nanosecond when drawn, so the file holds exactly
 what is in memory).
-An RRE's connections are drawn whole by default (``rre_draw="auto"``): one of
-the trace's RREs of the application, picked uniformly, gives the number of
-connections, their offsets and each one's pair count together (the model's
-joint RRE sample, :data:`swell.extract.sessions.JOINT_PARAMS`), so the
-trace's pages of several long persistent connections come back as pages
-(docs/scale.md, section 7.2). Request and response sizes and think times are
-still drawn per pair. A model written before the joint sample, or
-``rre_draw="independent"``, draws ``numConn``, ``interConn`` and ``numPairs``
-one by one as Swing does; ``meta["rre_draw"]`` says which draw each
-application got.
+By default (``rre_draw="independent"``) an RRE's ``numConn``, ``interConn``
+and ``numPairs`` are drawn one by one, as Swing does. With ``rre_draw="joint"``
+(opt-in) its connections are drawn whole: one of the trace's RREs of the
+application, picked uniformly, gives the number of connections, their offsets
+and each one's pair count together (the model's joint RRE sample,
+:data:`swell.extract.sessions.JOINT_PARAMS`), so the trace's pages of several
+long persistent connections come back as pages (docs/scale.md, section 7.2:
+closer energy, but whole RREs outlast short runs' windows, so not the
+default). Request and response sizes and think times are drawn per pair
+either way; a model written before the joint sample draws one by one;
+``meta["rre_draw"]`` says which draw each application got.
 Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
 requests are raised to that size and counted in ``meta["raised_requests"]``.
 """
@@ -51,7 +52,7 @@ from swell.inet import hostport
 FORMAT = "swell-schedule"
 VERSION = 1
 MIN_REQ = {"tcp": 8, "udp": 24}
-RRE_DRAWS = ("auto", "independent")
+RRE_DRAWS = ("independent", "joint")
 MAX_BYTES = (1 << 32) - 1
 
 
@@ -444,7 +445,7 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
                    target_mbps: float | None = None,
                    client_rates: list[float | None] | None = None,
                    server_rates: list[float | None] | None = None,
-                   cuts: tuple[float, ...] = (), rre_draw: str = "auto") -> Schedule:
+                   cuts: tuple[float, ...] = (), rre_draw: str = "independent") -> Schedule:
     """Draw a schedule: each app's sessions over ``duration_s`` at ``scale`` x its trace rate.
 
     Session starts come from the arrival process ``arrivals``
@@ -455,9 +456,9 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     (``*_rates``: each host's access link rate in Mbit/s, None for unlimited):
     the observed servers' popularity kept, no host asked for more than its link
     carries while there are hosts enough (``meta["hosts"]`` says how it went).
-    ``rre_draw``: ``auto`` draws each application's RREs whole when its samples
-    have the joint RRE sample, ``independent`` draws numConn, interConn and
-    numPairs one by one (Swing's draw) for every application.
+    ``rre_draw``: ``independent`` draws numConn, interConn and numPairs one by
+    one (Swing's draw); ``joint`` draws each application's RREs whole where its
+    samples have the joint RRE sample (one by one where they do not).
     One generator seeded by ``seed`` draws everything.
     """
     if not apps:

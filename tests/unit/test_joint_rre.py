@@ -2,9 +2,10 @@
 
 * the extractor records each RRE's connections (count, offsets, pair counts) in
   RRE order: checked on a hand-made connection table;
-* a model without it (written before) loads and draws exactly as before, and
-  ``swell model show`` says which draw a model gets; a bad joint sample is a
-  one-line error naming the model;
+* the joint draw is opt-in (``rre_draw="joint"``); by default, and from a model
+  without the sample (written before), schedules are drawn exactly as before;
+  ``swell model show`` says which draws a model allows; a bad joint sample is
+  a one-line error naming the model;
 * on the bundled model, every drawn RRE is one of the trace's RREs, and the
   parallelism of docs/scale.md 7.1 (long connections of a host starting
   within 100 ms of each other) comes back: 4.17 in the trace, 4.17 drawn
@@ -101,13 +102,15 @@ def test_old_model_falls_back_to_the_independent_draw(
     apps_old, scale = load_app_samples(old)
     apps_new, _ = load_app_samples(example_model)
     assert not any(a.joint for a in apps_old) and all(a.joint for a in apps_new)
-    s_old = build_schedule(apps_old, CLIENTS, SERVERS, 30.0, 5, scale=4 * scale)
-    s_ind = build_schedule(apps_new, CLIENTS, SERVERS, 30.0, 5, scale=4 * scale,
-                           rre_draw="independent")
-    s_joint = build_schedule(apps_new, CLIENTS, SERVERS, 30.0, 5, scale=4 * scale)
+    s_old = build_schedule(apps_old, CLIENTS, SERVERS, 30.0, 5, scale=4 * scale,
+                           rre_draw="joint")
+    s_ind = build_schedule(apps_new, CLIENTS, SERVERS, 30.0, 5, scale=4 * scale)
+    s_joint = build_schedule(apps_new, CLIENTS, SERVERS, 30.0, 5, scale=4 * scale,
+                             rre_draw="joint")
     assert set(s_old.meta["rre_draw"].values()) == {"independent"}
     assert set(s_joint.meta["rre_draw"].values()) == {"joint"}
-    # the old model draws as the code before the joint sample did: the same random stream
+    # the default, and an old model even when asked for the joint draw, draw as the code
+    # before the joint sample did: the same random stream
     assert _file(s_old, tmp_path / "a") == _file(s_ind, tmp_path / "b")
     assert _file(s_joint, tmp_path / "c") != _file(s_ind, tmp_path / "b")
     with pytest.raises(SwellError, match="unknown draw"):
@@ -189,9 +192,9 @@ def test_rres_drawn_whole_keep_the_trace_parallelism(example_model: Path) -> Non
     trace = float(_trace_long_neighbours().mean())
     assert 3.5 < trace < 5.0  # 4.17: the two pages of six long connections
     for seed in (1, 2, 3):
-        joint = build_schedule(apps, CLIENTS, SERVERS, 240.0, seed, scale=scale)
-        ind = build_schedule(apps, CLIENTS, SERVERS, 240.0, seed, scale=scale,
-                             rre_draw="independent")
+        joint = build_schedule(apps, CLIENTS, SERVERS, 240.0, seed, scale=scale,
+                               rre_draw="joint")
+        ind = build_schedule(apps, CLIENTS, SERVERS, 240.0, seed, scale=scale)
         drawn = [tuple((c.offset, len(c.pairs)) for c in rre.conns)
                  for s in joint.sessions for rre in s.rres if rre.conns[0].app == "http-tcp"]
         assert drawn and all(d in shapes for d in drawn)
