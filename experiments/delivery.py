@@ -174,10 +174,10 @@ def _cause(d: str, offered: float | None, asked: float, sat: list[dict[str, Any]
     other = [p for p in sat if not p["pipe"].startswith(("up:", "down:"))]
     if other and not links:
         reasons.append("drops at " + ", ".join(p["pipe"] for p in other[:3]))
-    if conns.get("failed"):
-        reasons.append(f"{conns['failed']} connections failed ({conns.get('errors')})")
     if (why := _unfinished_cause(sessions, warm)) is not None:
         reasons.append(why)
+    if conns.get("failed"):  # last: what failed, with its errors
+        reasons.append(f"{conns['failed']} connections failed ({conns.get('errors')})")
     return "; ".join(reasons) or "no saturated link seen: the sessions' own pace (round " \
                                   "trips, loss, think times) kept the load lower"
 

@@ -50,7 +50,7 @@ CI_DEMO = f"extends: {DEMO}\nduration_s: 8\nwarmup_s: 2\n"
 LOCAL_KEYS = {"key", "label", "repetition", "seed", "point", "spec", "background",
               "background_kind", "model", "engine", "prefix", "timing", "bottleneck",
               "foreground", "generator", "captures", "problems", "warnings", "asked_mbps",
-              "load", "spec_digest"}
+              "load", "spec_digest", "engine_lateness"}
 UDP_LOSSES = re.compile(r"background: \d+ connections cut at the end and \d+ failed of \d+ .*"
                         r"connections failed \(\{'udp-timeout': \d+\}\)$")
 
@@ -115,6 +115,7 @@ def test_demo_study_on_the_testbed(machines, tmp_path):
         label = run["label"]
         assert set(run) == LOCAL_KEYS | {"testbed"}, (label, set(run) ^ LOCAL_KEYS)
         assert run["engine"] == "native"  # this kernel has no sch_netem
+        assert run["engine_lateness"]["frames"] > 0  # the router's swell-link counted them
         assert run["spec"]["duration_s"] == 8 and run["spec"]["warmup_s"] == 2
         fg = run["foreground"]
         assert fg["response_times_s"], f"{label}: no downloads measured"
