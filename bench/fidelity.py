@@ -199,7 +199,7 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float,
     target = load_model(model_dir).mean_rate_bps() / 1e6 if CALIBRATE else None
     pl = placement_of(topo)
     sched = swing_schedule(apps, list(pl.bg_clients), list(pl.bg_servers), run_s, seed,
-                           scale, target, window_start_s=warmup_s)
+                           scale, target, window_start_s=warmup_s, rre_draw=RRE_DRAW)
     path = write_schedule(out / "schedule.jsonl", sched)
     return SwingGenerator(SwingConfig(
         schedule=path, out_dir=out / "background",

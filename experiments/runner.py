@@ -147,6 +147,8 @@ def run_digest(plan: RunPlan, full: bool, engine: str) -> str:
     spec = json.loads(plan.spec.model_dump_json())
     if not spec.get("tcp_ssthresh_cache"):  # added later: off, older studies stay resumable
         spec.pop("tcp_ssthresh_cache", None)
+    if (spec.get("background") or {}).get("rre_draw") == "independent":  # likewise
+        spec["background"].pop("rre_draw")
     src = json.dumps({"spec": spec, "key": plan.key,
                       "repetition": plan.repetition, "seed": plan.seed, "full": full,
                       "engine": engine}, sort_keys=True)

@@ -338,6 +338,10 @@ class SwingSpec(KindSpec):
     arrivals: str = Field("auto", description="session arrival process: auto (the trace's "
                           "profile once when the run fits in the trace, else stationary), "
                           "stationary, trace, or a registered one")
+    rre_draw: Literal["independent", "joint"] = Field(
+        "independent", description="how an RRE's connections are drawn: independent (numConn, "
+        "interConn and numPairs one by one, as Swing does) or joint (the trace's RREs whole, "
+        "where the model has them; docs/scale.md 7.2)")
 
     @model_validator(mode="after")
     def _needs_input(self) -> SwingSpec:
@@ -368,7 +372,7 @@ def offered_mbps(sched: Schedule, start_s: float = 0.0, end_s: float | None = No
 def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
                    servers: list[Endpoint] | list[str], duration_s: float, seed: int,
                    scale: float, target_mbps: float | None, arrivals: str = "auto",
-                   window_start_s: float = 0.0) -> Schedule:
+                   window_start_s: float = 0.0, rre_draw: str = "independent") -> Schedule:
     """The schedule of one run: drawn once from ``seed``, never chosen among seeds.
 
     A target (payload, both directions) is met by construction: the session count is
@@ -390,7 +394,7 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     sched = build_schedule(apps, c_addrs, s_addrs, duration_s, seed, scale=scale,
                            arrivals=arrivals, target_mbps=target_mbps,
                            client_rates=c_rates, server_rates=s_rates,
-                           cuts=(window_start_s,))
+                           cuts=(window_start_s,), rre_draw=rre_draw)
     sched.meta["window_start_s"] = window_start_s
     sched.meta["offered_window_mbps"] = offered_mbps(sched, window_start_s)
     return sched
@@ -508,7 +512,7 @@ class SwingKind(TrafficKind):
             self.s.variant.target_mbps is not None else None
         sched = swing_schedule(apps, list(pl.bg_clients), list(pl.bg_servers), ctx.duration_s,
                                ctx.seed, scale, target, self.s.arrivals,
-                               window_start_s=ctx.warmup_s)
+                               window_start_s=ctx.warmup_s, rre_draw=self.s.rre_draw)
         self.sched = sched
         self.warnings = host_warnings(sched)
         for w in self.warnings:  # before any traffic: the run may fall short

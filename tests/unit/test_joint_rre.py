@@ -214,3 +214,37 @@ def test_variants_keep_the_joint_sample(example_model: Path) -> None:
     for app in m.apps:  # the variants act on rates, sizes, think times and links only
         for k in JOINT_PARAMS:
             assert np.array_equal(v.samples(app, k), m.samples(app, k))
+
+
+def test_the_swing_kind_asks_for_the_draw_from_its_experiment_file(example_model: Path) -> None:
+    """``rre_draw`` is a Swing option (default independent) that reaches the schedule, and
+    the default leaves a finished run's digest as it was before the option existed."""
+    from pydantic import ValidationError
+
+    from swell.generators.swing import SwingSpec, swing_schedule
+
+    assert SwingSpec(model="m").rre_draw == "independent"
+    assert SwingSpec(model="m", rre_draw="joint").rre_draw == "joint"
+    with pytest.raises(ValidationError):
+        SwingSpec(model="m", rre_draw="whole")
+    apps, scale = load_app_samples(example_model)
+    for draw in ("independent", "joint"):
+        sched = swing_schedule(apps, CLIENTS, SERVERS, 60.0, 1, scale, None, rre_draw=draw)
+        assert sched.meta["rre_draw"]["http-tcp"] == draw
+
+
+def test_the_default_draw_keeps_run_digests(tmp_path: Path) -> None:
+    from swell.experiments.runner import run_digest
+    from swell.experiments.schema import expand_runs, load_experiment
+
+    exp = tmp_path / "exp.yaml"
+    body = ("name: d\nduration_s: 10\nwarmup_s: 1\ntopology: {network: 10.77.0.0/16, "
+            "bottleneck: {rate_mbps: 20, delay_ms: 10}}\n")
+    exp.write_text(body + "background: {kind: swing, model: m}\n")
+    (tmp_path / "m").mkdir()
+    plain = run_digest(expand_runs(load_experiment(exp))[0], False, "native")
+    exp.write_text(body + "background: {kind: swing, model: m, rre_draw: independent}\n")
+    same = run_digest(expand_runs(load_experiment(exp))[0], False, "native")
+    exp.write_text(body + "background: {kind: swing, model: m, rre_draw: joint}\n")
+    joint = run_digest(expand_runs(load_experiment(exp))[0], False, "native")
+    assert plain == same != joint
