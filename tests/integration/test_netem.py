@@ -296,12 +296,15 @@ def test_bottleneck_rate_drops_and_capture(tmp_path):
     print(f"UDP: sent {sent}, bottleneck dropped {dropped}, captured {len(captured)}, "
           f"received {received}")
     assert dropped > 0.3 * sent
-    # the capture is the bottleneck's exit, exactly what the receiver got; the queue's
+    # the capture is the bottleneck's exit, what the receiver got; the queue's
     # drop counter also counts the other packets that share the overflowing queue and
     # were dropped: iperf3's hello and end-of-test datagrams and its TCP control
     # connection's segments (1 and 5 of 5000 seen), so sent - dropped may fall short of
     # the capture by those, never exceed it
-    assert len(captured) == received
+    # the capture may hold a few more than iperf3 counted: datagrams still queued or on
+    # the wire when its server ended the test (CI's TCG guest: 2390 captured, 2386
+    # counted); at most the 20-packet queue plus the 5 ms at 10 Mbit/s behind it
+    assert 0 <= len(captured) - received <= 20 + 6, (len(captured), received)
     assert 0 <= len(captured) - (sent - dropped) <= 0.01 * sent, \
         (sent, dropped, len(captured))
     rate = sum(size for _, size in captured) * 8 / (captured[-1][0] - captured[0][0]) / 1e6
