@@ -9,6 +9,10 @@ For each real capture (issue 5, "How it must be checked", DESIGN 5):
    many emulated hosts per side as the model has observed hosts, so the
    trace's server popularity maps one to one) and a 100 Mbit/s bottleneck with
    a 1000-packet queue, far above anything these traces carry (not the limit);
+   TCP congestion control ``--cc`` (default reno, what ``swell run`` uses by default)
+   is set in every namespace right after the topology is up
+   (``swell.experiments.tcpsettings.set_tcp``): a new namespace inherits the host's
+   default otherwise (bbr on the bench host, which paces every sender);
 3. draw a schedule at the model's rate (scale 1, fixed seed) for ``--factor``
    times the trace's length and run the Swing generator placed as
    the Swing kind (``swell.generators.swing``) places it (one ``swell-gen`` per namespace);
@@ -81,6 +85,7 @@ from swell.analysis.fidelity import (  # noqa: E402
     reextracted_distributions,
 )
 from swell.analysis.timeseries import directions_by_rule, load_packets  # noqa: E402
+from swell.experiments.tcpsettings import CONGESTION_CONTROLS  # noqa: E402
 from swell.fsutil import write_json  # noqa: E402
 from swell.generators.schedule import read_schedule  # noqa: E402
 
@@ -154,6 +159,7 @@ def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
 
 
 CALIBRATE = False
+CC = "reno"  # --cc: TCP congestion control in every namespace (swell run's default)
 RRE_DRAW = "independent"  # --rre-draw joint: each RRE drawn whole (docs/scale.md 7.2)
 
 
@@ -212,12 +218,14 @@ def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float,
 def run_swing(model_dir: Path, model: Any, out: Path, run_s: float, warmup_s: float = 0.0,
               seed: int = SEED) -> dict[str, Any]:
     """Generate ``run_s`` seconds of Swing traffic through the dumbbell; capture it."""
+    from swell.experiments.tcpsettings import set_tcp
     from swell.generators.swing import load_records
     from swell.topologies.topology import Topology
 
     spec = bench_spec(model_dir, model, seed)
     cap_dir = out / "capture"
     with Topology(spec, capture_dir=cap_dir) as topo:
+        set_tcp(topo, CC)
         gen = swing_background(topo, model_dir, out, run_s, warmup_s, seed)
         try:
             gen.check()
@@ -283,7 +291,7 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         "warmup_s": warmup_s, "window_s": run_s - warmup_s,
         "offered_in_window_mbps": offered_mbps(sched, warmup_s),
         "model_mean_mbps": load_model(model_dir).mean_rate_bps() / 1e6,
-        "calibrated": CALIBRATE,
+        "calibrated": CALIBRATE, "congestion_control": CC,
         "scheduled_payload_bps": {
             "c2s": 8.0 * sum(c.req_bytes for *_, c in sched.conns()) / run_s,
             "s2c": 8.0 * sum(c.rsp_bytes for *_, c in sched.conns()) / run_s},
@@ -317,7 +325,7 @@ def ack_summary(original: Path, capture_dir: Path) -> dict[str, Any]:
 
 def summary_lines(result: FidelityResult) -> list[str]:
     m = result.meta
-    lines = [f"capture {m['capture']}: {m['note']}",
+    lines = [f"capture {m['capture']}, TCP {m['congestion_control']}: {m['note']}",
              f"  generated {m['run_s']:.0f} s, measured the last {m['window_s']:.0f} s "
              f"(warm-up {m['warmup_s']:.0f} s), seed {m['seed']}"
              + (" (schedule calibrated)" if m["calibrated"] else "") + ", offered in the "
@@ -481,6 +489,9 @@ def main() -> int:
                     help="independent: numConn, interConn and numPairs one by one (Swing's "
                     "draw, swell run's default); joint: each RRE drawn whole from the "
                     "model's joint RRE sample (docs/scale.md 7.2)")
+    ap.add_argument("--cc", choices=CONGESTION_CONTROLS, default="reno",
+                    help="TCP congestion control set in every namespace (default reno, as "
+                    "`swell run` by default; a new namespace would inherit the host's)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs at once (each its own dumbbell; the runs of these traces "
                     "take a small share of a core each)")
@@ -488,8 +499,14 @@ def main() -> int:
     from swell.cli import unwind_on_sigterm
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
-    global CALIBRATE, RRE_DRAW
+    global CALIBRATE, RRE_DRAW, CC
     CALIBRATE = args.calibrate
+    CC = args.cc
+    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
+    if CC not in allowed:  # set_tcp would refuse it in the first namespace; say so first
+        print(f"fidelity: --cc {CC} cannot be set inside a namespace on this host (allowed: "
+              f"{' '.join(allowed)}; net.ipv4.tcp_allowed_congestion_control)", file=sys.stderr)
+        return 2
     RRE_DRAW = args.rre_draw
     preps = []
     for cap in CAPTURES:
@@ -540,6 +557,7 @@ def seeds_summary(results: list[FidelityResult]) -> dict[str, Any]:
     m = results[0].meta
     out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results],
                            "calibrated": CALIBRATE, "rre_draw": RRE_DRAW,
+                           "congestion_control": m.get("congestion_control"),
                            "run_s": m.get("run_s"),
                            "warmup_s": m.get("warmup_s"), "window_s": m.get("window_s"),
                            "model_mean_mbps": m.get("model_mean_mbps"),
@@ -586,6 +604,7 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
     lines = [f"{name}: seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}, no selection)"
              + (", target by construction" if summary["calibrated"] else "")
              + f", RRE draw {summary.get('rre_draw', 'independent')}"
+             + f", TCP {summary.get('congestion_control') or 'bbr (host default)'}"
              + f"; generated {summary['run_s']:.0f} s, measured the last "
                f"{summary['window_s']:.0f} s; offered in the window (Mbit/s): "
              + ", ".join(f"{x:.2f}" for x in summary["offered_in_window_mbps"])

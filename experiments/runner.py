@@ -38,7 +38,6 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 from swell.errors import SwellError
 from swell.experiments.check import check_experiment
@@ -48,6 +47,7 @@ from swell.experiments.provenance import host_metadata, network_state
 from swell.experiments.results import RESULTS_VERSION, assemble_results
 from swell.experiments.schema import Experiment, RunPlan, expand_runs, load_experiment
 from swell.experiments.session import Session
+from swell.experiments.tcpsettings import SSTHRESH_SYSCTL, set_tcp  # noqa: F401
 from swell.experiments.topology_plan import topology_for
 from swell.fsutil import check_output, dir_lock, write_json, write_text
 from swell.generators import registry
@@ -56,33 +56,7 @@ from swell.progress import Progress
 
 __all__ = ["host_metadata", "is_study", "prepare_kinds", "run_digest", "run_experiment"]
 
-
-SSTHRESH_SYSCTL = "net.ipv4.tcp_no_ssthresh_metrics_save"
-
-
-def _set_tcp(topo: Any, algo: str, ssthresh_cache: bool = False) -> None:
-    """Set TCP congestion control (and, asked for, the ssthresh cache) in every
-    namespace of the run, and check it took.
-
-    Outside the initial namespace the kernel only accepts algorithms listed in the
-    host's ``net.ipv4.tcp_allowed_congestion_control``; swell does not change that
-    host-wide setting, it says so instead. ``tcp_no_ssthresh_metrics_save`` is per
-    namespace (Linux >= 5.6); an older kernel lacks it and caches ssthresh anyway.
-    """
-    for node in topo.layout.nodes:
-        res = topo.run_in(node, ["sysctl", "-q", "-w",
-                                 f"net.ipv4.tcp_congestion_control={algo}"], check=False)
-        if res.returncode != 0:
-            allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text()
-            raise SwellError("congestion_control", f"{algo!r} cannot be set inside a "
-                             f"namespace on this host (allowed: {allowed.strip()}); "
-                             "choose one of those")
-        if ssthresh_cache and Path("/proc/sys/" + SSTHRESH_SYSCTL.replace(".", "/")).exists():
-            res = topo.run_in(node, ["sysctl", "-q", "-w", f"{SSTHRESH_SYSCTL}=0"],
-                              check=False)
-            if res.returncode != 0:
-                raise SwellError("tcp_ssthresh_cache", f"cannot set {SSTHRESH_SYSCTL}=0 in "
-                                 f"a namespace: {(res.stderr or '').strip()[:200]}")
+_set_tcp = set_tcp  # the old name, as tests/integration/test_tcp_settings.py imports it
 
 
 def prepare_kinds(exp: Experiment, ctx: PrepareContext) -> tuple[TrafficKind, TrafficKind]:
@@ -118,7 +92,7 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     total = exp.warmup_s + exp.duration_s
     with Topology(spec, engine=engine if engine != "auto" else None,
                   capture_dir=rdir / "capture") as topo:
-        _set_tcp(topo, exp.congestion_control, exp.tcp_ssthresh_cache)
+        set_tcp(topo, exp.congestion_control, exp.tcp_ssthresh_cache)
         write_json(rdir / "host.json", {**host, "network": network_state(topo)})
         placement = placement_of(topo)
         session = Session(
