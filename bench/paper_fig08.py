@@ -6,20 +6,17 @@
 The paper's Figure 8 plots, against the shared link's capacity (5-100 Mbit/s),
 the median and 90th-percentile slowdown of 1 MB downloads relative to no
 background at the same capacity, for a bursty (Auck) and a smooth (Poisson)
-background of the same mean rate. ``swell report`` shows each configuration's
-slowdown as a bar; this script draws the figure's own axes from the same
-``results.json``: slowdown against capacity (log scale), one line per
-background, the median and the 90th percentile in two panels, each point the
-mean over the repetitions (error bars: their standard deviation when there
-are several). The slowdowns are computed as ``swell report`` computes them
-(:func:`swell.analysis.metrics.slowdown` against the run with no background at
-the same sweep point). Beside each point the table gives the background's
-delivered rate at the bottleneck towards the clients (IP level) and the
-ratio Auck / Poisson at the 90th percentile, the number the paper quotes
-("around a factor of 1.5").
+background of the same mean rate. ``swell report`` draws that figure from the
+study's ``results.json`` (``slowdown-vs-rate_mbps.png``,
+:mod:`swell.experiments.report_sweep`); this script only tabulates the same
+numbers: per capacity and background, the slowdowns the report plots
+(:func:`~swell.experiments.report_sweep.slowdowns`, against the run with no
+background at the same sweep point; mean over the repetitions and their
+standard deviation), the background's delivered rate at the bottleneck
+towards the clients (IP level) and the ratio Auck / Poisson at the 90th
+percentile, the number the paper quotes ("around a factor of 1.5").
 
-Writes ``fig08-slowdown.png`` and ``fig08.json`` into ``--out`` and prints a
-Markdown table.
+Writes ``fig08.json`` into ``--out`` and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -34,8 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from paper_common import response_times  # noqa: E402
 
-from swell.analysis import plots as P  # noqa: E402
-from swell.analysis.metrics import slowdown  # noqa: E402
+from swell.experiments.report_sweep import slowdowns  # noqa: E402
 from swell.experiments.results import baseline_for, group_runs, load_results  # noqa: E402
 
 RATE_KEY = "topology.bottleneck.rate_mbps"
@@ -44,6 +40,7 @@ RATE_KEY = "topology.bottleneck.rate_mbps"
 def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per (capacity, background) with its slowdowns and delivered load."""
     groups = group_runs(data)
+    slow = slowdowns(data, groups, ("p50", "p90"))
     rows = []
     for label, runs in groups.items():
         if runs[0].get("background_kind") == "none":
@@ -61,8 +58,8 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
                                    for r in runs],
             "problems": [p for r in runs for p in r.get("problems", [])],
         }
-        if rts and base_rts:
-            sd = slowdown(rts, base_rts, ("p50", "p90"))
+        if label in slow:
+            sd = slow[label]
             row.update({f"slowdown_{s}": v.mean for s, v in sd.items()})
             row.update({f"slowdown_{s}_sd": v.std for s, v in sd.items()})
             row["baseline_p50_s"] = sd["p50"].baseline
@@ -81,43 +78,14 @@ def ratios(rows: list[dict[str, Any]], a: str, b: str) -> dict[float, float]:
     return out
 
 
-def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    names = sorted({r["background"] for r in rows})
-    for ax, stat, title in zip(axes, ("p50", "p90"), ("median", "90th percentile"),
-                               strict=True):
-        for i, name in enumerate(names):
-            pts = sorted((r for r in rows if r["background"] == name and
-                          f"slowdown_{stat}" in r), key=lambda r: r["capacity_mbps"])
-            ax.errorbar([r["capacity_mbps"] for r in pts],
-                        [r[f"slowdown_{stat}"] for r in pts],
-                        yerr=[r[f"slowdown_{stat}_sd"] for r in pts], marker="os^"[i % 3],
-                        color=P.COLORS[i % len(P.COLORS)], capsize=3, label=name)
-        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
-        ax.set_xscale("log")
-        caps = sorted({r["capacity_mbps"] for r in rows})
-        ax.set_xticks(caps, [f"{c:g}" for c in caps])
-        ax.set_xlabel("bottleneck capacity (Mbit/s)")
-        ax.set_title(f"slowdown of 1 MB downloads, {title}")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    axes[0].set_ylabel("response time / no background")
-    fig.suptitle("Figure 8: 3.3 Mbit/s of background against the link's capacity")
-    fig.tight_layout()
-    return P.save(fig, out / "fig08-slowdown", formats=("png",))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("study", help="study directory or its results.json")
-    ap.add_argument("--out", required=True, help="directory for the plot and the JSON")
+    ap.add_argument("--out", required=True, help="directory for the JSON")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = rows_of(load_results(args.study))
-    plot(rows, out)
     ratio = ratios(rows, "Auck", "Poisson")
     (out / "fig08.json").write_text(json.dumps({"rows": rows, "p90_auck_over_poisson":
                                                 {f"{k:g}": v for k, v in ratio.items()}},

@@ -1,26 +1,33 @@
-"""Figures 13 and 14 of the paper from their studies: plots and tables for ``docs/``.
+"""Figures 13 and 14 of the paper from their studies: tables for ``docs/``.
 
 ``bench/paper_fig13_14.py --fig13 STUDY13 --fig14 STUDY14... --out docs/paper``, after
 ``swell run experiments/paper/fig13_reverse.yaml`` and ``fig14_timescales.yaml``
 (any durations: the files' own or shortened through an ``extends:`` overlay).
 
-Figure 13 (reverse-path load): per bottleneck rate, the CDFs of the 1 MB
-downloads' response times for no background (NBG) and the two backgrounds with
-the same load towards the clients and about 1 versus 10 Mbit/s against it
-(Rev1, Rev10), with each background's measured rates at the bottleneck.
+The figures' plots are ``swell report``'s (:mod:`swell.experiments.report_sweep`):
+Figure 13's response-time CDFs per bottleneck rate (``response-cdf-by-rate_mbps``)
+and Figure 14's energy plots and per-octave differences against the base model
+(``energy-<direction>``, ``energy-diff``). This script tabulates their numbers
+with the same functions.
 
-Figure 14 (time scales): the energy plots of the background at the bottleneck
-(1 ms byte series, Abry-Veitch; ``bottleneck.<direction>.energy`` of each
-run) of the base model, zero think time and access links capped at 2 Mbit/s,
-and per octave the difference of each against the base with its 95% interval
-(the two plots' intervals combined: ``sqrt(ci_a^2 + ci_b^2)``). The paper's
-octaves: 4-32 ms are octaves 2-5 of the 1 ms series, 1-8 s octaves 10-13. A
-shift counts as shown when the mean difference over those octaves is beyond
-the mean combined interval; otherwise the table says it is not resolved at this
-run length.
+Figure 13 (reverse-path load): per bottleneck rate, the 1 MB downloads' response
+times for no background (NBG) and the two backgrounds with the same load towards
+the clients and about 1 versus 10 Mbit/s against it (Rev1, Rev10), with each
+background's measured rates at the bottleneck.
 
-Writes ``fig13.png``, ``fig14-energy-<direction>.png``, ``fig14-diff.png`` and
-``fig13_14.json`` (the numbers the Markdown in ``docs/fig13-14.md`` quotes).
+Figure 14 (time scales): per octave the difference of the background's energy at
+the bottleneck (1 ms byte series, Abry-Veitch; ``bottleneck.<direction>.energy``
+of each run) of zero think time and access links capped at 2 Mbit/s against the
+base model, with its 95% interval (the two plots' intervals combined:
+``sqrt(ci_a^2 + ci_b^2)``; :func:`~swell.experiments.report_sweep.energy_diff`,
+the base being the report's baseline background). The paper's octaves: 4-32 ms
+are octaves 2-5 of the 1 ms series, 1-8 s octaves 10-13. A shift counts as shown
+when the mean difference over those octaves is beyond the mean combined interval;
+otherwise the table says it is not resolved at this run length. ``--fig14-seeds``
+pairs Base and ZeroThink runs of several studies and plots every pair
+(``fig14-zero-think[-TAG].png``, several studies: not a report's view).
+
+Writes ``fig13_14.json`` (the numbers the Markdown in ``docs/fig13-14.md`` quotes).
 """
 
 from __future__ import annotations
@@ -37,144 +44,65 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from swell.analysis import plots as P  # noqa: E402
 from swell.analysis.energy import EnergyPlot  # noqa: E402
+from swell.experiments.report_sweep import (  # noqa: E402
+    band,
+    energy_against_baseline,
+    energy_diff,
+    response_times,
+)
 from swell.experiments.results import group_runs, load_results  # noqa: E402
 from swell.fsutil import write_json  # noqa: E402
 
 BANDS = {"4-32 ms": (2, 5), "1-8 s": (10, 13)}
 
 
-def _rt(run: dict[str, Any]) -> np.ndarray:
-    return np.asarray((run.get("foreground") or {}).get("response_times_s", []), float)
-
-
 def _bg(run: dict[str, Any]) -> dict[str, float]:
     return {d: round(run["bottleneck"][d]["bg_mean_mbps"], 3) for d in ("forward", "reverse")}
 
 
-def fig13(study: Path, out: Path) -> dict[str, Any]:
-    import matplotlib.pyplot as plt
-
+def fig13(study: Path) -> dict[str, Any]:
+    """Per bottleneck rate and background (repetition 0): downloads, rates, median, p90."""
     data = load_results(study)
-    by_rate: dict[float, list[tuple[str, dict[str, Any]]]] = {}
-    for label, runs in group_runs(data).items():
-        rate = float(runs[0]["point"].get("topology.bottleneck.rate_mbps"))
-        by_rate.setdefault(rate, []).append((label, runs[0]))
-    fig, axes = plt.subplots(1, len(by_rate), figsize=(6 * len(by_rate), 4.5), squeeze=False)
     rows = []
-    for ax, (rate, runs) in zip(axes[0], sorted(by_rate.items(), reverse=True), strict=True):
-        for i, (label, run) in enumerate(runs):
-            rt = np.sort(_rt(run))
-            bg = _bg(run)
-            name = run.get("background_label") or label
-            if rt.size:
-                ax.step(rt, np.arange(1, rt.size + 1) / rt.size, where="post",
-                        color=P.COLORS[i % len(P.COLORS)],
-                        label=f"{label} [c->s {bg['forward']:.1f}, "
-                              f"s->c {bg['reverse']:.1f} Mbit/s]")
-            rows.append({"bottleneck_mbps": rate, "label": label, "name": name,
-                         "downloads": int(rt.size), "bg_mbps": bg,
-                         "median_s": float(np.median(rt)) if rt.size else None,
-                         "p90_s": float(np.percentile(rt, 90)) if rt.size else None,
-                         "problems": run.get("problems", [])})
-        ax.set_xlabel("response time of a 1 MB download (s)")
-        ax.set_ylabel("CDF")
-        ax.set_title(f"{rate:g} Mbit/s bottleneck")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle("Figure 13: reverse-path load (same load towards the clients)")
-    fig.tight_layout()
-    fig.savefig(out / "fig13.png", dpi=110)
-    plt.close(fig)
+    for label, runs in group_runs(data).items():
+        run = runs[0]
+        rt = response_times(run)
+        rows.append({"bottleneck_mbps": float(run["point"].get("topology.bottleneck.rate_mbps")),
+                     "label": label, "name": run.get("background_label") or label,
+                     "downloads": int(rt.size), "bg_mbps": _bg(run),
+                     "median_s": float(np.median(rt)) if rt.size else None,
+                     "p90_s": float(np.percentile(rt, 90)) if rt.size else None,
+                     "problems": run.get("problems", [])})
+    rows.sort(key=lambda r: -r["bottleneck_mbps"])
     return {"rows": rows, "duration_s": data["experiment"].get("duration_s")}
 
 
-def _diff(a: EnergyPlot, b: EnergyPlot) -> list[dict[str, float]]:
-    out = []
-    for j in a.octaves:
-        ia, ib = a.at(int(j)), b.at(int(j)) if int(j) in b.octaves else None
-        if ib is None or not (np.isfinite(a.y[ia]) and np.isfinite(b.y[ib])):
-            continue
-        out.append({"octave": int(j), "scale_s": float(a.time_scale_s[ia]),
-                    "diff": float(a.y[ia] - b.y[ib]),
-                    "ci": float(np.hypot(a.ci[ia], b.ci[ib]))})
-    return out
-
-
-def _band(diffs: list[dict[str, float]], lo: int, hi: int) -> dict[str, Any]:
-    sel = [d for d in diffs if lo <= d["octave"] <= hi]
-    if not sel:
-        return {"octaves": [], "mean_diff": None, "mean_ci": None, "shown": False}
-    md = float(np.mean([d["diff"] for d in sel]))
-    mc = float(np.mean([d["ci"] for d in sel]))
-    return {"octaves": [d["octave"] for d in sel], "mean_diff": md, "mean_ci": mc,
-            "shown": abs(md) > mc, "sign": "more" if md > 0 else "less"}
-
-
-def fig14(studies: list[Path], out: Path) -> dict[str, Any]:
-    """The figure from one study of the file, or from several that together hold its
-    runs (overlays of the file, each with part of its sweep, run at once)."""
-    import matplotlib.pyplot as plt
-
+def fig14(studies: list[Path]) -> dict[str, Any]:
+    """The figure's numbers from one study of the file, or from several that together
+    hold its runs (overlays of the file, each with part of its sweep, run at once)."""
     parts = [load_results(study) for study in studies]
     data = {**parts[0], "runs": [run for part in parts for run in part["runs"]]}
     groups = group_runs(data)
-    energy: dict[str, dict[str, dict[str, EnergyPlot]]] = {}
     rts = []
     for label, runs in groups.items():
         run = runs[0]
-        obj = run["point"].get("foreground.object_bytes")
-        rt = _rt(run)
-        rts.append({"label": label, "object_bytes": obj, "downloads": int(rt.size),
-                    "bg_mbps": _bg(run), "problems": run.get("problems", []),
+        rt = response_times(run)
+        rts.append({"label": label, "object_bytes": run["point"].get("foreground.object_bytes"),
+                    "downloads": int(rt.size), "bg_mbps": _bg(run),
+                    "problems": run.get("problems", []),
                     "median_s": float(np.median(rt)) if rt.size else None,
                     "p90_s": float(np.percentile(rt, 90)) if rt.size else None})
-        if run.get("background_kind") == "none":
-            continue
-        name = label.split()[0] if " " in label else label
-        for key in ("Base", "ZeroThink", "Cap2M"):
-            if key in label:
-                name = key
-        for d in ("reverse", "forward"):
-            e = run["bottleneck"][d].get("energy")
-            if e:
-                energy.setdefault(str(obj), {}).setdefault(d, {})[name] = EnergyPlot.from_dict(e)
     result: dict[str, Any] = {"responses": rts, "shifts": {},
                               "duration_s": data["experiment"].get("duration_s")}
-    first = sorted(energy)[0]
-    for d, plots in energy[first].items():
-        way = "server -> client" if d == "reverse" else "client -> server"
-        fig = P.plot_energy(list(plots.items()),
-                            title=f"Figure 14: background energy, {d} ({way})")
-        fig.savefig(out / f"fig14-energy-{d}.png", dpi=110)
-        plt.close(fig)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
-    for ax, d in zip(axes, ("reverse", "forward"), strict=True):
-        ax.axhline(0, color="0.3", linewidth=0.8)
-        for lo, hi in BANDS.values():
-            ax.axvspan(lo - 0.5, hi + 0.5, color="0.85", alpha=0.5)
-        for i, var in enumerate(("ZeroThink", "Cap2M")):
-            for k, obj in enumerate(sorted(energy)):
-                plots = energy[obj].get(d, {})
-                if "Base" not in plots or var not in plots:
-                    continue
-                diffs = _diff(plots[var], plots["Base"])
-                result["shifts"].setdefault(d, {}).setdefault(var, {})[obj] = {
-                    "per_octave": diffs,
-                    **{b: _band(diffs, lo, hi) for b, (lo, hi) in BANDS.items()}}
-                x = np.array([q["octave"] for q in diffs]) + (i * 2 + k - 1.5) * 0.08
-                ax.errorbar(x, [q["diff"] for q in diffs], yerr=[q["ci"] for q in diffs],
-                            color=P.COLORS[i], marker="os"[k], markersize=4, capsize=2,
-                            linestyle="-" if k == 0 else ":", linewidth=1,
-                            label=f"{var} - Base (runs with {int(obj) // 1000} kB downloads)")
-        ax.set_xlabel("octave j (time scale 2^j ms)")
-        ax.set_title(f"{d}: shaded 4-32 ms (j 2-5) and 1-8 s (j 10-13)")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("log2 energy difference")
-    axes[1].legend(fontsize=8)
-    fig.suptitle("Figure 14: energy of each variant minus the base model, 95% intervals")
-    fig.tight_layout()
-    fig.savefig(out / "fig14-diff.png", dpi=110)
-    plt.close(fig)
+    for d in ("reverse", "forward"):
+        entries = sorted(energy_against_baseline(data, groups, d),
+                         key=lambda e: (e["background"], e["point"]))
+        for e in entries:
+            obj = dict(e["point"]).get("foreground.object_bytes")
+            diffs = e["per_octave"]
+            result["shifts"].setdefault(d, {}).setdefault(e["background"], {})[obj] = {
+                "per_octave": diffs,
+                **{b: band(diffs, lo, hi) for b, (lo, hi) in BANDS.items()}}
     return result
 
 
@@ -200,7 +128,7 @@ def fig14_seeds(studies: list[Path], out: Path, tag: str = "",
     result: dict[str, Any] = {"pairs": len(pairs), "runs": [], "bands": {}}
     for name, rs in runs.items():
         for run in rs:
-            rt = _rt(run)
+            rt = response_times(run)
             result["runs"].append({"variant": name, "seed": run["seed"], "bg_mbps": _bg(run),
                                    "duration_s": run["spec"].get("duration_s"),
                                    "downloads": int(rt.size),
@@ -209,12 +137,13 @@ def fig14_seeds(studies: list[Path], out: Path, tag: str = "",
                                    "problems": run.get("problems", [])})
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
     for ax, d in zip(axes, ("reverse", "forward"), strict=True):
-        diffs = [_diff(EnergyPlot.from_dict(z["bottleneck"][d]["energy"]),
-                       EnergyPlot.from_dict(b["bottleneck"][d]["energy"])) for b, z in pairs]
-        for band, (lo, hi) in BANDS.items():
-            per = [_band(x, lo, hi) for x in diffs]
+        diffs = [energy_diff(EnergyPlot.from_dict(z["bottleneck"][d]["energy"]),
+                             EnergyPlot.from_dict(b["bottleneck"][d]["energy"]))
+                 for b, z in pairs]
+        for name, (lo, hi) in BANDS.items():
+            per = [band(x, lo, hi) for x in diffs]
             md = np.array([q["mean_diff"] for q in per], float)
-            result["bands"].setdefault(d, {})[band] = {
+            result["bands"].setdefault(d, {})[name] = {
                 "pair_diffs": [round(float(x), 3) for x in md],
                 "mean_diff": float(np.mean(md)), "sd_pairs": float(np.std(md, ddof=1))
                 if md.size > 1 else None, "mean_ci_one_pair": float(np.mean(
@@ -264,9 +193,9 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {}
     if args.fig13:
-        summary["fig13"] = fig13(args.fig13, args.out)
+        summary["fig13"] = fig13(args.fig13)
     if args.fig14:
-        summary["fig14"] = fig14(args.fig14, args.out)
+        summary["fig14"] = fig14(args.fig14)
     if args.fig14_seeds:
         key = "fig14_zero_think" + (f"_{args.tag}" if args.tag else "")
         summary[key] = fig14_seeds(args.fig14_seeds, args.out, args.tag, args.stand_in)

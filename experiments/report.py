@@ -12,6 +12,9 @@ study can be re-plotted. Writes into ``<study>/report/``:
 * ``slowdown.png/.svg``: response-time slowdown against the baseline (no
   background) at the 5th, 50th, 90th, 95th percentiles and the mean, mean and
   standard deviation over repetitions;
+* when the sweep varies a number besides the background, or the study has two
+  backgrounds with energy: ``slowdown-vs-<axis>``, ``response-cdf-by-<axis>``
+  and ``energy-diff`` (:mod:`swell.experiments.report_sweep` says how);
 * ``index.html``: every plot (PNG embedded as data, so the page is one file)
   and a table of the numbers, with what the study was and where it ran.
 
@@ -32,7 +35,8 @@ import numpy as np
 
 from swell.analysis import plots as P
 from swell.analysis.energy import EnergyPlot, hurst_estimate
-from swell.analysis.metrics import SLOWDOWN_STATS, slowdown, summary
+from swell.analysis.metrics import SLOWDOWN_STATS, summary
+from swell.experiments.report_sweep import slowdowns, sweep_figures
 from swell.experiments.results import baseline_for, group_runs, load_results
 from swell.fsutil import atomic_dir, check_output
 from swell.generators import registry
@@ -101,19 +105,10 @@ def _bulk_plot(groups: dict, out: Path) -> list[Path]:
 
 
 def _slowdowns(data: dict, groups: dict) -> dict[str, dict[str, tuple[float, float]]]:
-    """Per configuration, slowdown against its own baseline (same sweep point)."""
-    out = {}
-    for label, runs in groups.items():
-        base = baseline_for(data, label)
-        if base is None or base == label:
-            continue
-        base_runs = [r for r in _rts(groups[base]) if r.size]
-        rts = [r for r in _rts(runs) if r.size]
-        if not rts or not base_runs:
-            continue
-        sd = slowdown(rts, base_runs)
-        out[label] = {s: (v.mean, v.std) for s, v in sd.items()}
-    return out
+    """Per configuration, slowdown against its own baseline (same sweep point):
+    ``{stat: (mean, sd)}`` over repetitions (:func:`report_sweep.slowdowns`)."""
+    return {label: {s: (v.mean, v.std) for s, v in sd.items()}
+            for label, sd in slowdowns(data, groups).items()}
 
 
 def slowdown_title(data: dict, slow: dict) -> str:
@@ -211,6 +206,12 @@ def _problems(groups: dict) -> str:
     return f"<div class='problems'><h2>Problems and warnings</h2><ul>{lis}</ul></div>"
 
 
+def _notes(notes: list[str]) -> str:
+    """What a sweep view left out, and why."""
+    lis = "".join(f"<li>{html.escape(x)}</li>" for x in notes)
+    return f"<ul class='meta'>{lis}</ul>" if notes else ""
+
+
 def _img(path: Path, caption: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     svg = path.with_suffix(".svg").name
@@ -288,6 +289,8 @@ def _write_report(data: dict[str, Any], out: Path) -> None:
                                    title=slowdown_title(data, slow))
         figures += [(p, CAPTIONS["slowdown"]) for p in P.save(fig, out / "slowdown")
                     if p.suffix == ".png"]
+    sweep, notes = sweep_figures(data, groups, out, wanted, slowdowns(data, groups))
+    figures += sweep
     parts = _kind_parts(groups, out)
     for part in parts:
         figures += part.figures
@@ -307,5 +310,6 @@ def _write_report(data: dict[str, Any], out: Path) -> None:
             f"<h2>What the numbers say</h2><ul>"
             f"{''.join(f'<li>{html.escape(x)}</li>' for x in _findings(groups))}</ul>"
             f"<h2>Numbers</h2>{_table(groups, slow)}{''.join(p.html for p in parts)}"
-            f"<h2>Plots</h2>{''.join(_img(p, c) for p, c in figures)}</body></html>\n")
+            f"<h2>Plots</h2>{_notes(notes)}{''.join(_img(p, c) for p, c in figures)}"
+            f"</body></html>\n")
     (out / "index.html").write_text(page, encoding="utf-8")
