@@ -52,9 +52,9 @@ DIRECTIONS = {"reverse": "server -> client", "forward": "client -> server"}
 AXIS_STATS = (("p50", "median"), ("p90", "90th percentile"))
 
 CAPTIONS = {
-    "slowdown": "Slowdown (response time over the no-background run's at the same sweep "
-                "point) against {axis}: points are the mean over repetitions, error bars "
-                "one standard deviation.",
+    "slowdown": "Slowdown (response time over the baseline's: the spec's baseline, else the "
+                "run with no background at the same sweep point) against {axis}: points are "
+                "the mean over repetitions, error bars one standard deviation.",
     "cdf": "Foreground response times (repetitions pooled), one panel per value of {axis}; "
            "the legend gives each background's delivered rate at the bottleneck.",
     "energy": "Per octave, the bottleneck energy of each background minus the baseline "
@@ -180,6 +180,11 @@ def axis_rows(data: dict[str, Any], groups: Groups, axis: str,
     return rows
 
 
+def log_axis(xs: list[float]) -> bool:
+    """A logarithmic axis when the positive values span more than a decade."""
+    return bool(xs) and min(xs) > 0 and max(xs) / min(xs) > 10
+
+
 def _tick(x: float) -> str:
     """``1000000.0`` -> ``1000000`` (not ``1e+06``), ``2.5`` -> ``2.5``."""
     return str(int(x)) if x.is_integer() and abs(x) < 1e12 else f"{x:g}"
@@ -205,7 +210,7 @@ def plot_slowdown_vs(rows: list[dict[str, Any]], axis: str, base: Path,
                         yerr=[r["slowdown"][stat][1] for r in pts], capsize=3, label=line,
                         marker=P.MARKERS[i % len(P.MARKERS)], color=P.COLORS[i % len(P.COLORS)])
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
-        if xs and xs[0] > 0 and xs[-1] / xs[0] > 10:
+        if log_axis(xs):
             ax.set_xscale("log")
         ax.set_xticks(xs, [_tick(x) for x in xs])
         ax.minorticks_off()
@@ -214,7 +219,9 @@ def plot_slowdown_vs(rows: list[dict[str, Any]], axis: str, base: Path,
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0].set_ylabel("response time / baseline's")
-    fig.suptitle(title or f"Slowdown against no background at the same {short(axis)}")
+    bases = {r["baseline"] for r in rows}
+    fig.suptitle(title or (f"Slowdown against {next(iter(bases))}" if len(bases) == 1 else
+                           f"Slowdown against no background at the same {short(axis)}"))
     fig.tight_layout()
     return P.save(fig, base)
 

@@ -15,6 +15,7 @@ from swell.experiments.report_sweep import (
     axis_rows,
     background_order,
     energy_against_baseline,
+    log_axis,
     sweep_axes,
 )
 from swell.experiments.results import group_runs, load_results
@@ -82,6 +83,11 @@ def test_sweep_axis_is_detected_only_when_a_number_varies(tmp_path: Path):
     assert sweep_axes(groups) == [RATE]
 
 
+def test_log_axis_when_the_values_span_more_than_a_decade():
+    assert log_axis([5.0, 10.0, 20.0, 50.0, 100.0]) and log_axis([4096.0, 1e6])
+    assert not log_axis([20.0, 100.0]) and not log_axis([0.0, 100.0]) and not log_axis([])
+
+
 def test_slowdown_per_point_is_the_report_table_s(tmp_path: Path):
     data = load_results(_results(tmp_path))
     groups = group_runs(data)
@@ -101,6 +107,13 @@ def test_slowdown_per_point_is_the_report_table_s(tmp_path: Path):
     got = next(r for r in rows if r["label"] == "50 / Bursty")["slowdown"]["p50"]
     assert got == pytest.approx((np.mean(ratios), np.std(ratios, ddof=1)))
     assert got[0] > 1.3  # the synthetic bursty runs are slower than NBG
+    # a spec's baseline is every point's, as in the report's table
+    data["experiment"]["baseline"] = "100 / NBG"
+    rows = axis_rows(data, groups, RATE)
+    table = _slowdowns(data, groups)
+    assert {r["baseline"] for r in rows} == {"100 / NBG"}
+    assert all(r["slowdown"]["p90"] == pytest.approx(table[r["label"]]["p90"]) for r in rows)
+    assert next(r for r in rows if r["label"] == "5 / Smooth")["slowdown"]["p50"][0] > 5
 
 
 def test_point_without_baseline_is_left_out_with_a_note(tmp_path: Path):
