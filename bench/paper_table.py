@@ -12,8 +12,8 @@ over the configuration's baseline (mean +- sd over the repetitions, each
 repetition's mean against the baseline's pooled mean), the slowdown at the
 median, 90th and 95th percentiles as ``swell report`` computes it
 (:func:`swell.analysis.metrics.slowdown`), and the problems the runs report.
-The figure-specific plot of Figure 8 is ``bench/paper_fig08.py``; this script
-only prints (and with ``--json`` stores) the table, so that every number on
+Figure 8's plot (slowdown against the capacity) is drawn by ``swell report``;
+``bench/paper_fig08.py`` prints its table. This script only prints (and with ``--json`` stores) the table, so that every number on
 the page can be recomputed from the stored results.
 """
 
