@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from swell.analysis.bottleneck import load_bottleneck, rate_series
+from swell.experiments.tcpsettings import set_tcp
 from swell.generators.schedule import build_schedule, load_app_samples, write_schedule
 from swell.generators.swing import PlaceHosts, SwingConfig, SwingGenerator, load_records
 from swell.topologies.placement import host_place as place_of
@@ -72,6 +73,7 @@ def run_once(model: Path, out: Path) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """One run of the seeded schedule; the s2c bit rate per 100 ms and the records."""
     spec = spec_from_dict(topology(model), "repeatability topology")
     with Topology(spec, capture_dir=out / "capture") as topo:
+        set_tcp(topo, "reno")  # as swell run does by default (the host's may be bbr)
         apps, scale = load_app_samples(model)
         sched = build_schedule(apps, [h.ip for h in topo.clients], [h.ip for h in topo.servers],
                                RUN_S, SEED, scale=scale * SCALE)

@@ -50,6 +50,7 @@ from swell.analysis.bottleneck import (
     window_mean,
     without_hosts,
 )
+from swell.experiments.tcpsettings import set_tcp
 from swell.generators.base import Generator
 from swell.generators.cbr import CbrConfig, CbrGenerator
 from swell.generators.schedule import Conn, Rre, Schedule, Session, write_schedule
@@ -123,6 +124,7 @@ def bulk_download(topo: Topology, t0: float) -> None:
 def run_experiment(out: Path) -> dict[str, Any]:
     spec = spec_from_dict(TOPO, "responsiveness topology")
     with Topology(spec, capture_dir=out / "capture") as topo:
+        set_tcp(topo, "reno")  # as swell run does by default (the host's may be bbr)
         swing, cbr = backgrounds(topo, out)
         try:
             start([swing, cbr])

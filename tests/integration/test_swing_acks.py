@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from swell.analysis.acks import load_tcp, measure
+from swell.experiments.tcpsettings import set_tcp
 from swell.generators.schedule import Conn, Rre, Schedule, Session, write_schedule
 from swell.generators.swing import PlaceHosts, SwingConfig, SwingGenerator, load_records
 from swell.topologies.placement import host_place as place_of
@@ -56,6 +57,7 @@ def schedule(clients: list[str], servers: list[str]) -> Schedule:
 def test_receivers_delay_acks_and_requests_go_in_one_segment(tmp_path: Path) -> None:
     spec = spec_from_dict(TOPOLOGY, "acks topology")
     with Topology(spec, capture_dir=tmp_path / "capture") as topo:
+        set_tcp(topo, "reno")  # as swell run does by default (the host's may be bbr)
         sched = schedule([h.ip for h in topo.clients], [h.ip for h in topo.servers])
         path = write_schedule(tmp_path / "schedule.jsonl", sched)
         cli, srv = topo.clients[0], topo.servers[0]
