@@ -43,7 +43,7 @@ from .testbed_machines import (
 pytestmark = SKIPS
 DEMO = REPO / "experiments" / "demo.yaml"
 UNDER_DELIVERED = re.compile(r"background (forward|reverse): delivered [\d.]+ of [\d.]+ "
-                             r"Mbit/s asked \(\d+%\) in the window;")
+                             r"Mbit/s asked \(\d+%\)(, well above it,)? in the window;")
 CI_DEMO = f"extends: {DEMO}\nduration_s: 8\nwarmup_s: 2\n"
 # the keys of a local run's entry in results.json (experiments.collect.collect_run and
 # the runner's spec digest): a testbed run has the same, plus its testbed record
@@ -123,7 +123,8 @@ def test_demo_study_on_the_testbed(machines, tmp_path):
         # short runs cut Swing's longer transfers in flight; a responsive background
         # beside back-to-back downloads may deliver under 90% of asked in a direction
         # (a "problem" the runner names, locally too: checked against 80% below for
-        # Swing 3.3M); nothing else (failed connections, errors, overshoot) is accepted
+        # Swing 3.3M), or over 110% of it (a heavy-tailed draw in an 8 s window, also
+        # named); nothing else (failed connections, errors) is accepted
         # UDP exchanges lost to the drops beside the downloads (the demo shows them
         # locally too) are accepted for Swing; any other failure is not
         problems = [p for p in run["problems"] if "cut at the end and 0 failed" not in p

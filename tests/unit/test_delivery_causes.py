@@ -94,6 +94,9 @@ def test_an_overshoot_is_a_problem_naming_the_short_warm_up(monkeypatch):
     _, problems = run({"forward": 33.0, "reverse": 480.0},
                       {"forward": 33.0, "reverse": 480.0}, stats={})
     assert problems == []  # 5% and 2% above asked: the draw, not an overshoot
+    _, (text,) = run({"forward": 33.0, "reverse": 530.0},
+                     {"forward": 33.0, "reverse": 520.0}, stats={})
+    assert "delivered 530.00 of 468.50 Mbit/s asked (113%), well above" in text
 
 
 def test_cpu_shares_of_real_processes():
