@@ -8,7 +8,8 @@ A model is a directory (format documented in ``docs/model-format.md``)::
                        what was assumed, sensitivity table, applied variants
     MODEL/arrays.npz   every distribution as empirical samples:
                        app/<app>/<param>   (see swell.extract.sessions.APP_PARAMS;
-                       optional: JOINT_PARAMS, the trace's RREs whole)
+                       optional: JOINT_PARAMS, the trace's RREs whole;
+                       SESSION_PARAMS, its sessions whole)
                        net/<side>/<param>  (side client|server; hosts, delay_s,
                        capacity_bps, loss and their *_measured masks)
 
@@ -35,7 +36,13 @@ from swell.errors import SwellError
 from swell.extract import modeldir
 from swell.extract.conntypes import ConnTable
 from swell.extract.network import NET_PARAMS, SIDES, Evidence, describe, estimate_network
-from swell.extract.sessions import APP_PARAMS, JOINT_PARAMS, Thresholds, app_parameters
+from swell.extract.sessions import (
+    APP_PARAMS,
+    JOINT_PARAMS,
+    SESSION_PARAMS,
+    Thresholds,
+    app_parameters,
+)
 
 FORMAT = "swell-swing-model"
 FORMAT_VERSION = 1
@@ -50,6 +57,9 @@ INT_PARAMS = (
     "rreServer",
     "rreConns",
     "rrePairs",
+    "sessRres",
+    "pairReq",
+    "pairRsp",
 )
 RRE_DRAW_TEXT = {  # what SwingModel.rre_draw() means, for `swell model show`
     "joint": (
@@ -79,6 +89,11 @@ PARAM_UNITS = {
     "rreConns": "connections per RRE, the joint sample's RREs in order",
     "rreOffsets": "s from the RRE's first connection start, per connection of rreConns",
     "rrePairs": "request/response pairs per connection of rreConns",
+    "sessRres": "RREs per session, the trace's sessions in order (RREs as in rreConns)",
+    "sessGaps": "s of idle gap before each RRE of sessRres but a session's first",
+    "pairReq": "bytes per request, per pair of the connections of rreConns in order",
+    "pairRsp": "bytes per response, per pair as pairReq",
+    "pairThink": "s from a pair's response end to its connection's next request (0 last)",
     "delay_s": "one-way access delay, s",
     "capacity_bps": "access capacity, bit/s",
     "loss": "loss rate (retransmitted / data segments)",
@@ -116,6 +131,11 @@ class SwingModel:
         apps = [app] if app else self.apps
         have = {all(f"app/{a}/{p}" in self.arrays for p in JOINT_PARAMS) for a in apps}
         return "mixed" if len(have) > 1 else "joint" if have == {True} else "independent"
+
+    def has_sessions(self, app: str) -> bool:
+        """Whether the model has ``app``'s sessions whole (``SESSION_PARAMS`` and the
+        joint RRE sample: what ``rre_draw="session"`` draws)."""
+        return all(f"app/{app}/{p}" in self.arrays for p in JOINT_PARAMS + SESSION_PARAMS)
 
     def net(self, side: str, param: str, measured_only: bool = False) -> np.ndarray:
         """Per-host values of a network parameter on ``side`` (client|server)."""
@@ -221,7 +241,7 @@ def fit_model(
     arrays: dict[str, np.ndarray] = {}
     server_ids = net.sides["server"]["hosts"]
     for app, vals in params.items():
-        for name in APP_PARAMS + JOINT_PARAMS:
+        for name in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS:
             v = vals[name]
             if name == "rreServer":
                 v = np.searchsorted(server_ids, v)
@@ -299,6 +319,7 @@ def validate(model: SwingModel, where: str) -> None:
             ):
                 raise SwellError(where, f"{k} holds negative values")
         _validate_joint(arrays, app, where)
+        _validate_sessions(arrays, app, where)
     for side in SIDES:
         n = len(arrays.get(f"net/{side}/hosts", []))
         for p in NET_PARAMS:
@@ -341,3 +362,41 @@ def _validate_joint(arrays: dict[str, np.ndarray], app: str, where: str) -> None
         raise SwellError(where, f"{keys[1]} holds negative, NaN or infinite offsets")
     if n and (offsets[np.r_[0, np.cumsum(conns)[:-1]]] != 0).any():
         raise SwellError(where, f"{keys[1]}: an RRE's first connection must have offset 0")
+
+
+def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> None:
+    """The optional whole sessions of ``app``: all five arrays or none, on top of the
+    joint RRE sample, their counts agreeing with it."""
+    keys = [f"app/{app}/{p}" for p in SESSION_PARAMS]
+    present = [k in arrays for k in keys]
+    if not any(present):
+        return  # a model written before them: rre_draw="session" falls back
+    if not all(present) or f"app/{app}/rreConns" not in arrays:
+        raise SwellError(
+            where, f"arrays.npz has only part of {app}'s sessions (needs {', '.join(keys)} "
+            "and the joint RRE sample)"
+        )
+    rres, gaps, req, rsp, think = (np.asarray(arrays[k]) for k in keys)
+    conns, pairs = arrays[f"app/{app}/rreConns"], arrays[f"app/{app}/rrePairs"]
+    if any(a.ndim != 1 for a in (rres, gaps, req, rsp, think)):
+        raise SwellError(where, f"{app}'s sessions are not one-dimensional")
+    if rres.dtype.kind not in "iu" or (len(rres) and rres.min() < 1):
+        raise SwellError(where, f"{keys[0]} must hold integers >= 1")
+    if int(rres.sum()) != len(conns) or len(gaps) != len(conns) - len(rres):
+        raise SwellError(
+            where, f"{app}'s sessions: {keys[0]} sums to {int(rres.sum())} RREs and "
+            f"{keys[1]} has {len(gaps)} gaps, the joint sample has {len(conns)} RREs"
+        )
+    n = int(np.asarray(pairs).sum())
+    if len(req) != n or len(rsp) != n or len(think) != n:
+        raise SwellError(
+            where, f"{app}'s sessions: rrePairs sums to {n} pairs but {keys[2]}, {keys[3]} "
+            f"and {keys[4]} have {len(req)}, {len(rsp)} and {len(think)}"
+        )
+    if req.dtype.kind not in "iu" or rsp.dtype.kind not in "iu" or (
+        n and min(req.min(), rsp.min()) < 0
+    ):
+        raise SwellError(where, f"{keys[2]} and {keys[3]} must hold integers >= 0")
+    for k, a in ((keys[1], gaps), (keys[4], think)):
+        if not np.isfinite(a).all() or (len(a) and a.min() < 0):
+            raise SwellError(where, f"{k} holds negative, NaN or infinite times")

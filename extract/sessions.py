@@ -36,6 +36,18 @@ connections, one value per RRE), and per connection in RRE order
 ``rreOffsets`` (start minus its RRE's first start, seconds) and ``rrePairs``
 (its request/response pairs). The schedule resamples whole RREs from them.
 
+The whole sessions (``SESSION_PARAMS``, issue 19, optional like the joint
+sample): the energy of the trace's responses at 0.5-8 s lives inside its
+sessions (``bench/session_structure.py``: the trace's sessions moved whole to
+uniform start times keep it, the per-pair draws do not), so per application the
+extractor also records every session in order: ``sessRres`` (its RREs; the RREs
+are those of the joint sample, in the same order), ``sessGaps`` (per RRE after a
+session's first, the idle gap before it) and per pair, in connection order
+(connections as in ``rreOffsets``), ``pairReq``, ``pairRsp`` and ``pairThink``
+(the gap after that pair's response before the connection's next request, 0
+after its last). The schedule's opt-in ``rre_draw="session"`` takes one of them
+whole (tmix's connection vectors, Weigle et al. 2006, kept per session).
+
 Defaults: ``rre_gap_s = 1.0`` (connections of one page or one exchange open
 within about a second of each other) and ``session_timeout_s = 60.0`` (a user
 silent for a minute is treated as a new user). Both are swell's choices;
@@ -169,6 +181,7 @@ APP_PARAMS = (
     "rreServer",
 )
 JOINT_PARAMS = ("rreConns", "rreOffsets", "rrePairs")
+SESSION_PARAMS = ("sessRres", "sessGaps", "pairReq", "pairRsp", "pairThink")
 
 
 @dataclass(frozen=True)
@@ -305,6 +318,8 @@ def app_parameters(
             "rreServer": c["server"][rows][rre_first],
             "rreConns": _counts(rre),
             "rreOffsets": rre_offsets(s, rre),
+            "sessRres": _counts(sess[rre_first]),
+            "sessGaps": think[~np.isnan(think)],
         }
         sessions.append(int(sess_first.sum()))
         rres.append(int(rre_first.sum()))
@@ -316,6 +331,7 @@ def app_parameters(
     small = pair_code.astype(np.uint16) if len(names) < 1 << 16 else pair_code
     porder = np.argsort(small, kind="stable")  # radix sort on 16-bit codes
     pbounds = np.searchsorted(pair_code[porder], np.arange(len(names) + 1))
+    by_conn = _pairs_by_conn(p, len(num_pairs))
     for ai, app in enumerate(names):
         pm = porder[pbounds[ai] : pbounds[ai + 1]]
         pthink = p["think_before"][pm]
@@ -327,9 +343,38 @@ def app_parameters(
             "reqSize": p["req_size"][pm],
             "rspSize": p["rsp_size"][pm],
             "reqThink": np.maximum(pthink, 0.0, out=pthink),
+            **session_pairs(p, by_conn, app_rows[ai]),
         }
-        out[app] = {k: vals[k] for k in APP_PARAMS + JOINT_PARAMS}
+        out[app] = {k: vals[k] for k in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS}
     return out, summary
+
+
+def _pairs_by_conn(p: dict[str, np.ndarray], nconn: int) -> tuple[np.ndarray, np.ndarray,
+                                                                   np.ndarray]:
+    """The pairs in connection order (stable), each connection's first index into that
+    order and its pair count."""
+    order = np.argsort(p["conn"], kind="stable")
+    count = np.bincount(p["conn"], minlength=nconn)
+    return order, np.r_[0, np.cumsum(count)[:-1]], count
+
+
+def session_pairs(p: dict[str, np.ndarray], by_conn: tuple[np.ndarray, np.ndarray, np.ndarray],
+                  rows: np.ndarray) -> dict[str, np.ndarray]:
+    """``pairReq``, ``pairRsp`` and ``pairThink`` of the connections ``rows``, in that
+    order, each connection's pairs in order (:data:`SESSION_PARAMS`)."""
+    order, first, count = by_conn
+    n = count[rows]
+    total = int(n.sum())
+    # indices of each row's pairs: its first index, then +1 within the row
+    base = np.repeat(first[rows] - np.r_[0, np.cumsum(n)[:-1]], n)
+    idx = order[base + np.arange(total)]
+    after = np.zeros(total)
+    if total:
+        nxt = p["think_before"][idx[1:]]
+        last = np.zeros(total, dtype=bool)
+        last[np.cumsum(n)[n > 0] - 1] = True
+        after[:-1] = np.where(last[:-1] | np.isnan(nxt), 0.0, np.maximum(nxt, 0.0))
+    return {"pairReq": p["req_size"][idx], "pairRsp": p["rsp_size"][idx], "pairThink": after}
 
 
 def rre_offsets(start: np.ndarray, rre: np.ndarray) -> np.ndarray:

@@ -27,8 +27,15 @@ and each one's pair count together (the model's joint RRE sample,
 long persistent connections come back as pages (docs/scale.md, section 7.2:
 closer energy, but whole RREs outlast short runs' windows, so not the
 default). Request and response sizes and think times are drawn per pair
-either way; a model written before the joint sample draws one by one;
-``meta["rre_draw"]`` says which draw each application got.
+either way; a model written before the joint sample draws one by one.
+With ``rre_draw="session"`` (opt-in, tmix-like) a whole session of the trace is
+taken: one of the application's trace sessions, picked uniformly, gives its RREs,
+the gaps between them, each RRE's connections and offsets, and every pair's
+request and response sizes and think time (the model's
+:data:`swell.extract.sessions.SESSION_PARAMS`); only each RRE's server is still
+drawn (``rreServer``). A model without the sessions falls back to the joint draw
+(one by one without the joint sample either); ``meta["rre_draw"]`` says which
+draw each application got.
 Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
 requests are raised to that size and counted in ``meta["raised_requests"]``.
 """
@@ -52,7 +59,7 @@ from swell.inet import hostport
 FORMAT = "swell-schedule"
 VERSION = 1
 MIN_REQ = {"tcp": 8, "udp": 24}
-RRE_DRAWS = ("independent", "joint")
+RRE_DRAWS = ("independent", "joint", "session")
 MAX_BYTES = (1 << 32) - 1
 
 
@@ -233,14 +240,36 @@ class AppSamples:
     rre_conns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     rre_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0))
     rre_pairs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # the trace's sessions whole (empty: a model without them): RREs per session (those of
+    # the joint sample, in order), the gap before each RRE but a session's first, and per
+    # pair of the joint sample's connections in order its request, response and think time
+    sess_rres: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    sess_gaps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    pair_req: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    pair_rsp: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    pair_think: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     _rre_start: np.ndarray = field(init=False, repr=False, compare=False)
+    _sess_start: np.ndarray = field(init=False, repr=False, compare=False)
+    _pair_start: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._rre_start = np.r_[0, np.cumsum(np.asarray(self.rre_conns, dtype=np.int64))]
         if self.joint and (self._rre_start[-1] != len(self.rre_offsets)
                            or len(self.rre_offsets) != len(self.rre_pairs)):
             raise SwellError(self.name, "the joint RRE sample's arrays do not agree")
+        self._sess_start = np.r_[0, np.cumsum(np.asarray(self.sess_rres, dtype=np.int64))]
+        self._pair_start = np.r_[0, np.cumsum(np.asarray(self.rre_pairs, dtype=np.int64))]
+        if self.whole and (not self.joint or self._sess_start[-1] != self.rre_conns.size
+                           or len(self.sess_gaps) != self.rre_conns.size - self.sess_rres.size
+                           or not len(self.pair_req) == len(self.pair_rsp)
+                           == len(self.pair_think) == self._pair_start[-1]):
+            raise SwellError(self.name, "the whole sessions' arrays do not agree")
+
+    @property
+    def whole(self) -> bool:
+        """Whether sessions are drawn whole (the model has the trace's sessions)."""
+        return self.sess_rres.size > 0
 
     @property
     def joint(self) -> bool:
@@ -286,18 +315,55 @@ def _draw_conn(app: AppSamples, server: str, offset: float, rng: np.random.Gener
     return Conn(server, app.proto, app.name, round(offset, 9), pairs)
 
 
+def _pick_server(app: AppSamples, n_servers: int, rng: np.random.Generator) -> str:
+    """An RRE's server, ``OBS:PORT``: the observed server drawn by its popularity."""
+    if app.rre_server.size:
+        pick = int(_draw(rng, app.rre_server, 1)[0])
+    else:
+        pick = int(rng.integers(n_servers))
+    return f"{pick}:{app.port}"
+
+
+def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
+                   rng: np.random.Generator, meta: dict[str, int]) -> Session:
+    """One of the trace's sessions of ``app``, whole; only the servers are drawn. A
+    connection of the trace without a pair runs one empty pair (``meta["empty_conns"]``)."""
+    k = int(rng.integers(app.sess_rres.size))
+    first = int(app._sess_start[k])
+    rres = []
+    for r in range(first, int(app._sess_start[k + 1])):
+        gap = 0.0 if r == first else float(app.sess_gaps[r - k - 1])
+        server = _pick_server(app, n_servers, rng)
+        conns = []
+        for c in range(int(app._rre_start[r]), int(app._rre_start[r + 1])):
+            a, b = int(app._pair_start[c]), int(app._pair_start[c + 1])
+            req = np.clip(app.pair_req[a:b], 0, MAX_BYTES).astype(np.int64)
+            low = req < MIN_REQ[app.proto]
+            meta["raised_requests"] += int(low.sum())
+            req[low] = MIN_REQ[app.proto]
+            pairs = tuple((int(q), int(min(x, MAX_BYTES)), round(float(h), 9)) for q, x, h
+                          in zip(req, app.pair_rsp[a:b], app.pair_think[a:b], strict=True))
+            if not pairs:
+                meta["empty_conns"] = meta.get("empty_conns", 0) + 1
+                pairs = ((MIN_REQ[app.proto], 0, 0.0),)
+            else:
+                pairs = (*pairs[:-1], (*pairs[-1][:2], 0.0))
+            conns.append(Conn(server, app.proto, app.name,
+                              round(float(app.rre_offsets[c]), 9), pairs))
+        rres.append(Rre(round(gap, 9), tuple(conns)))
+    return Session(0, round(t, 9), client, tuple(rres))
+
+
 def _draw_session(app: AppSamples, t: float, client: str, n_servers: int,
                   rng: np.random.Generator, meta: dict[str, int]) -> Session:
     """One session; each connection's server is ``OBS:PORT``, OBS the observed server
     (the model's ``rreServer`` sample: its popularity), mapped onto hosts later."""
+    if app.whole:
+        return _whole_session(app, t, client, n_servers, rng, meta)
     rres = []
     for i in range(max(1, int(_draw(rng, app.num_rre, 1)[0]))):
         gap = 0.0 if i == 0 else max(0.0, float(_draw(rng, app.inter_rre, 1)[0]))
-        if app.rre_server.size:
-            pick = int(_draw(rng, app.rre_server, 1)[0])
-        else:
-            pick = int(rng.integers(n_servers))
-        server = f"{pick}:{app.port}"
+        server = _pick_server(app, n_servers, rng)
         if app.joint:  # one of the trace's RREs, whole
             offsets, npairs = app.rre_shape(int(rng.integers(app.rre_conns.size)))
             conns = tuple(_draw_conn(app, server, float(o), rng, meta, int(n))
@@ -458,7 +524,9 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     carries while there are hosts enough (``meta["hosts"]`` says how it went).
     ``rre_draw``: ``independent`` draws numConn, interConn and numPairs one by
     one (Swing's draw); ``joint`` draws each application's RREs whole where its
-    samples have the joint RRE sample (one by one where they do not).
+    samples have the joint RRE sample (one by one where they do not);
+    ``session`` takes the trace's sessions whole where the samples have them
+    (else as ``joint``).
     One generator seeded by ``seed`` draws everything.
     """
     if not apps:
@@ -467,6 +535,8 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
         raise SwellError("schedule", "need at least one client and one server address")
     if rre_draw not in RRE_DRAWS:
         raise SwellError("rre_draw", f"unknown draw {rre_draw!r} ({' or '.join(RRE_DRAWS)})")
+    if rre_draw != "session":
+        apps = [replace(a, sess_rres=np.zeros(0, dtype=np.int64)) for a in apps]
     if rre_draw == "independent":
         apps = [replace(a, rre_conns=np.zeros(0, dtype=np.int64)) for a in apps]
     rng = np.random.default_rng(seed)
@@ -487,7 +557,8 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
             "offered_mbps": {"forward": 8 * req / duration_s / 1e6,
                              "reverse": 8 * rsp / duration_s / 1e6},
             "hosts": hosts,
-            "rre_draw": {a.name: "joint" if a.joint else "independent" for a in usable},
+            "rre_draw": {a.name: "session" if a.whole else "joint" if a.joint
+                         else "independent" for a in usable},
             **({"skipped_apps": skipped} if skipped else {}), **(meta or {})}
     return Schedule(seed, duration_s, sessions, info)
 
@@ -500,6 +571,26 @@ MODEL_PARAMS = {  # AppSamples field -> Swing model parameter (swell.extract.ses
     "rsp_size": "rspSize", "req_think": "reqThink", "rre_server": "rreServer",
 }
 JOINT_FIELDS = {"rre_conns": "rreConns", "rre_offsets": "rreOffsets", "rre_pairs": "rrePairs"}
+SESSION_FIELDS = {"sess_rres": "sessRres", "sess_gaps": "sessGaps", "pair_req": "pairReq",
+                  "pair_rsp": "pairRsp", "pair_think": "pairThink"}
+
+
+def _session_fields(model: Any, name: str) -> dict[str, np.ndarray]:
+    """An application's whole sessions, with the model's variants applied to them as
+    :mod:`swell.extract.variants` applies them to the pooled samples (response and
+    request sizes scaled, think times zeroed; session scaling acts on arrivals)."""
+    f = {k: np.asarray(model.samples(name, p), dtype=np.int64 if k in ("sess_rres", "pair_req",
+                                                                        "pair_rsp") else float)
+         for k, p in SESSION_FIELDS.items()}
+    for v in model.meta.get("variants", []):
+        if v.get("name") == "scale_responses":
+            f["pair_rsp"] = np.rint(f["pair_rsp"] * float(v["k"])).astype(np.int64)
+        elif v.get("name") == "scale_requests":
+            f["pair_req"] = np.rint(f["pair_req"] * float(v["k"])).astype(np.int64)
+        elif v.get("name") == "zero_think":
+            f["sess_gaps"], f["pair_think"] = (np.zeros_like(f["sess_gaps"]),
+                                               np.zeros_like(f["pair_think"]))
+    return f
 
 
 def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,
@@ -530,6 +621,8 @@ def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,
         if model.rre_draw(name) == "joint":  # else: written before it, the independent draw
             fields |= {f: np.asarray(model.samples(name, p), dtype=float if f == "rre_offsets"
                                      else np.int64) for f, p in JOINT_FIELDS.items()}
+        if model.has_sessions(name):  # else: written before them, rre_draw=session falls back
+            fields |= _session_fields(model, name)
         out.append(AppSamples(name, proto, port, np.sort(model.samples(name, "sessionStart")),
                               max(model.duration_s, 1e-3), **fields))
     if not out:

@@ -338,10 +338,11 @@ class SwingSpec(KindSpec):
     arrivals: str = Field("auto", description="session arrival process: auto (the trace's "
                           "profile once when the run fits in the trace, else stationary), "
                           "stationary, trace, or a registered one")
-    rre_draw: Literal["independent", "joint"] = Field(
+    rre_draw: Literal["independent", "joint", "session"] = Field(
         "independent", description="how an RRE's connections are drawn: independent (numConn, "
-        "interConn and numPairs one by one, as Swing does) or joint (the trace's RREs whole, "
-        "where the model has them; docs/scale.md 7.2)")
+        "interConn and numPairs one by one, as Swing does), joint (the trace's RREs whole, "
+        "where the model has them; docs/scale.md 7.2) or session (the trace's sessions "
+        "whole, else as joint; docs/scale.md 7.3)")
 
     @model_validator(mode="after")
     def _needs_input(self) -> SwingSpec:

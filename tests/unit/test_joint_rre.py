@@ -28,7 +28,7 @@ from swell.extract.connections import build_connections
 from swell.extract.conntypes import ConnTable
 from swell.extract.model import FORMAT, FORMAT_VERSION, load_model
 from swell.extract.reader import open_trace
-from swell.extract.sessions import JOINT_PARAMS, Thresholds, app_parameters
+from swell.extract.sessions import JOINT_PARAMS, SESSION_PARAMS, Thresholds, app_parameters
 from swell.generators.schedule import (
     Schedule,
     build_schedule,
@@ -48,21 +48,26 @@ def _table() -> ConnTable:
     """Six HTTP connections, rows shuffled. Client 0: starts 0.00, 0.05, 0.30 (one RRE:
     each starts before the latest end), then 5.00 (3 s idle: a new RRE); client 1:
     1.00 and 1.50 (0.3 s after the first one's end: one RRE)."""
-    start = np.array([5.00, 0.05, 1.50, 0.00, 1.00, 0.30])
-    end = np.array([5.10, 2.00, 1.60, 0.50, 1.20, 0.40])
-    client = np.array([0, 0, 1, 0, 1, 0])
     pairs = np.array([2, 12, 4, 3, 0, 1])
+    conn = np.repeat(np.arange(len(pairs)), pairs)
+    return http_table([5.00, 0.05, 1.50, 0.00, 1.00, 0.30], [5.10, 2.00, 1.60, 0.50, 1.20, 0.40],
+                      [0, 0, 1, 0, 1, 0], pairs, {
+                          "conn": conn, "req_size": np.full(len(conn), 100),
+                          "rsp_size": np.full(len(conn), 900),
+                          "think_before": np.full(len(conn), np.nan)})
+
+
+def http_table(start: list[float], end: list[float], client: list[int], npairs: np.ndarray,
+               pairs: dict[str, np.ndarray]) -> ConnTable:
+    """A connection table of HTTP connections to one server (hand-made tests)."""
     n = len(start)
     zeros, no = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
-    cols = {"proto": np.full(n, 6), "sport": np.full(n, 80), "start": start, "end": end,
-            "client": client, "server": np.full(n, 2), "num_pairs": pairs,
-            "new_bytes_c2s": zeros, "acked_c2s": zeros, "new_bytes_s2c": zeros,
-            "acked_s2c": zeros, "wire_c2s": zeros, "wire_s2c": zeros,
+    cols = {"proto": np.full(n, 6), "sport": np.full(n, 80), "start": np.array(start),
+            "end": np.array(end), "client": np.array(client), "server": np.full(n, 2),
+            "num_pairs": np.asarray(npairs), "new_bytes_c2s": zeros, "acked_c2s": zeros,
+            "new_bytes_s2c": zeros, "acked_s2c": zeros, "wire_c2s": zeros, "wire_s2c": zeros,
             "lower_bound": no, "client_inferred": no, "one_way": no}
-    conn = np.repeat(np.arange(n), pairs)
-    p = {"conn": conn, "req_size": np.full(len(conn), 100), "rsp_size": np.full(len(conn), 900),
-         "think_before": np.full(len(conn), np.nan)}
-    return ConnTable(0, ["10.0.0.1", "10.0.0.2", "10.0.0.3"], cols, p)
+    return ConnTable(0, ["10.0.0.1", "10.0.0.2", "10.0.0.3"], cols, pairs)
 
 
 def test_joint_shape_extracted_by_hand() -> None:
@@ -83,9 +88,11 @@ def example_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _old_copy(src: Path, dest: Path) -> Path:
-    """The model as written before the joint sample (its arrays removed)."""
+    """The model as written before the joint sample (its arrays, and the whole sessions
+    that came after it, removed)."""
     meta, arrays = modeldir.load(src, FORMAT, FORMAT_VERSION, "swing")
-    keep = {k: v for k, v in arrays.items() if k.rsplit("/", 1)[-1] not in JOINT_PARAMS}
+    keep = {k: v for k, v in arrays.items()
+            if k.rsplit("/", 1)[-1] not in JOINT_PARAMS + SESSION_PARAMS}
     modeldir.save(dest, meta, keep, default=str)
     return dest
 
@@ -134,8 +141,20 @@ def test_old_model_falls_back_to_the_independent_draw(
      "integers >= 0"),
     (lambda a: a.__setitem__("app/http-tcp/rreConns", 0 * a["app/http-tcp/rreConns"]),
      "integers >= 1"),
+    # the whole sessions (test_session_draw.py)
+    (lambda a: a.pop("app/http-tcp/pairThink"), "only part of http-tcp's sessions"),
+    (lambda a: a.__setitem__("app/http-tcp/sessRres", a["app/http-tcp/sessRres"] + 1),
+     "sums to"),
+    (lambda a: a.__setitem__("app/http-tcp/sessGaps", a["app/http-tcp/sessGaps"][1:]),
+     "gaps"),
+    (lambda a: a.__setitem__("app/http-tcp/pairRsp", a["app/http-tcp/pairRsp"][1:]),
+     "pairs but"),
+    (lambda a: a.__setitem__("app/http-tcp/pairReq", a["app/http-tcp/pairReq"] * 0.5),
+     "integers >= 0"),
+    (lambda a: a.__setitem__("app/http-tcp/pairThink", a["app/http-tcp/pairThink"] - 5.0),
+     "negative, NaN or infinite"),
 ])
-def test_bad_joint_sample_is_one_line_naming_the_model(
+def test_bad_joint_sample_or_sessions_is_one_line_naming_the_model(
         example_model: Path, tmp_path: Path, change, message: str,
         capsys: pytest.CaptureFixture[str]) -> None:
     meta, arrays = modeldir.load(example_model, FORMAT, FORMAT_VERSION, "swing")
