@@ -1,0 +1,92 @@
+"""Back-to-back trains of server -> client data, original against generated (manual).
+
+``.venv/bin/python bench/s2c_trains.py [--gap-ms 2] CAPTURE...``; a CAPTURE is a pcap
+(directions by the SYN rule) or a bench ``capture/`` directory (bottleneck files:
+reverse = ``s2c``). Issue 19: with BBR in every namespace (the host's default, which
+``bench/fidelity.py`` inherited before ``--cc``) campus's s2c energy was too low at
+4-128 ms, with reno too high at 4-64 ms and web-lan's at 16-128 ms; this measures what
+the congestion control changes in the packet stream.
+
+A train is a run of data packets (TCP, frame over 100 bytes) of one flow, server ->
+client, each within ``--gap-ms`` of the one before. Per capture: the share of s2c data
+bytes in trains of at least 4, 16 and 64 packets, the byte-weighted median train
+length, and the byte-weighted median rate of the trains of at least 4 packets (bytes
+over first-to-last packet time). Reads the captures only (numpy; a few seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from swell.analysis.timeseries import Packets, directions_by_rule, load_packets  # noqa: E402
+
+
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    order = np.argsort(values)
+    cum = np.cumsum(weights[order]) / weights.sum()
+    return float(values[order][np.searchsorted(cum, 0.5)])
+
+
+def trains(p: Packets, mask: np.ndarray, gap_ms: float) -> dict[str, float]:
+    """Train statistics of the packets in ``mask`` (one direction)."""
+    m = mask & (p.proto == 6) & (p.size > 100)
+    key = np.stack([p.saddr_hi[m], p.saddr_lo[m], p.daddr_hi[m], p.daddr_lo[m],
+                    p.sport[m].astype(np.uint64), p.dport[m].astype(np.uint64)], axis=1)
+    ts, size = p.ts_ns[m], p.size[m].astype(np.float64)
+    flow = np.unique(key, axis=0, return_inverse=True)[1].ravel()
+    order = np.lexsort((ts, flow))
+    flow, ts, size = flow[order], ts[order], size[order]
+    new = np.ones(len(ts), dtype=bool)
+    new[1:] = (flow[1:] != flow[:-1]) | (np.diff(ts) > gap_ms * 1e6)
+    tid = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    n = np.bincount(tid)
+    nbytes = np.bincount(tid, weights=size)
+    dur_s = (np.maximum.reduceat(ts, starts) - ts[starts]) / 1e9
+    long = n >= 4
+    rate = 8 * nbytes[long] / np.maximum(dur_s[long], 1e-6) / 1e6
+    out = {f"share_ge{k}": float(nbytes[n >= k].sum() / nbytes.sum()) for k in (4, 16, 64)}
+    out["median_train_pkts"] = _weighted_median(n.astype(np.float64), nbytes)
+    out["median_rate_mbps"] = _weighted_median(rate, nbytes[long])
+    out["data_bytes"] = float(nbytes.sum())
+    return out
+
+
+def s2c(path: Path) -> tuple[Packets, np.ndarray]:
+    if path.is_dir():
+        from swell.analysis.bottleneck import load_bottleneck, merge_directions
+
+        p, dirs = merge_directions(load_bottleneck(path))
+    else:
+        p = load_packets(path)
+        dirs = directions_by_rule(p, "syn")
+    return p, dirs["s2c"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("captures", nargs="+", type=Path)
+    ap.add_argument("--gap-ms", type=float, default=2.0,
+                    help="largest gap inside a train, ms")
+    args = ap.parse_args()
+    print(f"s2c data trains (gap <= {args.gap_ms:g} ms): share of data bytes in trains of "
+          ">= 4 / 16 / 64 packets; byte-weighted median train; median rate of trains >= 4")
+    for path in args.captures:
+        if not path.exists():
+            print(f"{path}: absent, skipped")
+            continue
+        t = trains(*s2c(path), args.gap_ms)
+        print(f"{path}: {t['share_ge4']:.0%} / {t['share_ge16']:.0%} / {t['share_ge64']:.0%}; "
+              f"median {t['median_train_pkts']:.0f} packets; {t['median_rate_mbps']:.1f} Mbit/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
