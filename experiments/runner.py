@@ -47,7 +47,7 @@ from swell.experiments.provenance import host_metadata, network_state
 from swell.experiments.results import RESULTS_VERSION, assemble_results
 from swell.experiments.schema import Experiment, RunPlan, expand_runs, load_experiment
 from swell.experiments.session import Session
-from swell.experiments.tcpsettings import SSTHRESH_SYSCTL, set_tcp  # noqa: F401
+from swell.experiments.tcpsettings import set_tcp
 from swell.experiments.topology_plan import topology_for
 from swell.fsutil import check_output, dir_lock, write_json, write_text
 from swell.generators import registry
@@ -55,8 +55,6 @@ from swell.generators.kind import PrepareContext, RunContext, TrafficKind
 from swell.progress import Progress
 
 __all__ = ["host_metadata", "is_study", "prepare_kinds", "run_digest", "run_experiment"]
-
-_set_tcp = set_tcp  # the old name, as tests/integration/test_tcp_settings.py imports it
 
 
 def prepare_kinds(exp: Experiment, ctx: PrepareContext) -> tuple[TrafficKind, TrafficKind]:

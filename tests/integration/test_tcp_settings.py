@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from swell.experiments.runner import SSTHRESH_SYSCTL, _set_tcp
+from swell.experiments.tcpsettings import SSTHRESH_SYSCTL, set_tcp
 from swell.topologies.spec import spec_from_dict
 from swell.topologies.topology import Topology
 
@@ -38,7 +38,7 @@ def test_tcp_settings_in_every_namespace_only(cache: bool) -> None:
     with Topology(spec_from_dict(SPEC), engine="native") as topo:
         # a new namespace starts from the kernel's default (1), not the host's value
         assert {_read(topo, n, SSTHRESH_SYSCTL) for n in topo.layout.nodes} == {"1"}
-        _set_tcp(topo, "reno", cache)
+        set_tcp(topo, "reno", cache)
         for node in topo.layout.nodes:
             assert _read(topo, node, "net.ipv4.tcp_congestion_control") == "reno"
             assert _read(topo, node, SSTHRESH_SYSCTL) == ("0" if cache else "1"), node
