@@ -65,7 +65,8 @@ RRE_DRAW_TEXT = {  # what SwingModel.rre_draw() means, for `swell model show`
     "joint": (
         "the trace's RREs are in the model: with rre_draw=joint (bench/fidelity.py "
         "--rre-draw joint) each RRE's connections, offsets and pair counts are drawn "
-        "together; by default one by one"
+        "together; by default one by one; with rre_draw=session the trace's sessions "
+        "whole where the model has them (docs/scale.md 7.3)"
     ),
     "independent": (
         "numConn, interConn and numPairs drawn one by one: no joint RRE "
