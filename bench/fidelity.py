@@ -485,7 +485,8 @@ def main() -> int:
                     "<out>/seeds/seed<k>/<capture>/ (plots under --work) and the mean and "
                     "spread over seeds to <out>/<capture>/seeds.json, seeds.txt and "
                     "seeds_energy_<dir>.png")
-    ap.add_argument("--rre-draw", choices=("independent", "joint"), default="independent",
+    ap.add_argument("--rre-draw", choices=("independent", "joint", "session"),
+                    default="independent",
                     help="independent: numConn, interConn and numPairs one by one (Swing's "
                     "draw, swell run's default); joint: each RRE drawn whole from the "
                     "model's joint RRE sample (docs/scale.md 7.2)")
