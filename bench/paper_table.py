@@ -13,8 +13,9 @@ repetition's mean against the baseline's pooled mean), the slowdown at the
 median, 90th and 95th percentiles as ``swell report`` computes it
 (:func:`swell.analysis.metrics.slowdown`), and the problems the runs report.
 Figure 8's plot (slowdown against the capacity) is drawn by ``swell report``;
-``bench/paper_fig08.py`` prints its table. This script only prints (and with ``--json`` stores) the table, so that every number on
-the page can be recomputed from the stored results.
+``bench/paper_fig08.py`` prints its table. This script only prints (and with
+``--json`` stores) the table, so that every number on the page can be
+recomputed from the stored results.
 """
 
 from __future__ import annotations
