@@ -17,6 +17,10 @@ always says how it was derived.
   client link + server link, traversed both ways, adds up to ``rtt``.
 * :func:`zero_think` sets user think times (``interRRE``) and the in-connection
   request think times (``reqThink``) to 0.
+
+The size and think-time variants act on the whole sessions too when the model
+stores them (``pairReq``, ``pairRsp``, ``sessGaps``, ``pairThink``: what
+``rre_draw="session"`` draws), so every draw sees the same variant.
 * :func:`cap_capacity` caps every access capacity at a value (e.g. 2 Mbit/s).
 """
 
@@ -66,8 +70,9 @@ def scale_responses(model: SwingModel, k: float) -> SwingModel:
         raise SwellError("--rsp", f"factor must be positive, got {k}")
     m = model.copy()
     for app in m.apps:
-        key = f"app/{app}/rspSize"
-        m.arrays[key] = np.rint(m.arrays[key] * k).astype(np.int64)
+        for key in (f"app/{app}/rspSize", f"app/{app}/pairRsp"):  # pairRsp: whole sessions
+            if key in m.arrays:
+                m.arrays[key] = np.rint(m.arrays[key] * k).astype(np.int64)
         m.meta["apps"][app]["bytes_s2c"] = int(round(m.meta["apps"][app]["bytes_s2c"] * k))
     return _record(m, "scale_responses", k=k)
 
@@ -78,8 +83,9 @@ def scale_requests(model: SwingModel, k: float) -> SwingModel:
         raise SwellError("--req", f"factor must be positive, got {k}")
     m = model.copy()
     for app in m.apps:
-        key = f"app/{app}/reqSize"
-        m.arrays[key] = np.rint(m.arrays[key] * k).astype(np.int64)
+        for key in (f"app/{app}/reqSize", f"app/{app}/pairReq"):  # pairReq: whole sessions
+            if key in m.arrays:
+                m.arrays[key] = np.rint(m.arrays[key] * k).astype(np.int64)
         m.meta["apps"][app]["bytes_c2s"] = int(round(m.meta["apps"][app]["bytes_c2s"] * k))
     return _record(m, "scale_requests", k=k)
 
@@ -99,9 +105,11 @@ def zero_think(model: SwingModel) -> SwingModel:
     """User think times (interRRE) and request think times (reqThink) set to 0."""
     m = model.copy()
     for app in m.apps:
-        for p in ("interRRE", "reqThink"):
+        # sessGaps and pairThink: the same think times in the whole sessions, if stored
+        for p in ("interRRE", "reqThink", "sessGaps", "pairThink"):
             key = f"app/{app}/{p}"
-            m.arrays[key] = np.zeros_like(m.arrays[key])
+            if key in m.arrays:
+                m.arrays[key] = np.zeros_like(m.arrays[key])
     return _record(m, "zero_think")
 
 

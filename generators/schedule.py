@@ -576,21 +576,11 @@ SESSION_FIELDS = {"sess_rres": "sessRres", "sess_gaps": "sessGaps", "pair_req": 
 
 
 def _session_fields(model: Any, name: str) -> dict[str, np.ndarray]:
-    """An application's whole sessions, with the model's variants applied to them as
-    :mod:`swell.extract.variants` applies them to the pooled samples (response and
-    request sizes scaled, think times zeroed; session scaling acts on arrivals)."""
-    f = {k: np.asarray(model.samples(name, p), dtype=np.int64 if k in ("sess_rres", "pair_req",
-                                                                        "pair_rsp") else float)
-         for k, p in SESSION_FIELDS.items()}
-    for v in model.meta.get("variants", []):
-        if v.get("name") == "scale_responses":
-            f["pair_rsp"] = np.rint(f["pair_rsp"] * float(v["k"])).astype(np.int64)
-        elif v.get("name") == "scale_requests":
-            f["pair_req"] = np.rint(f["pair_req"] * float(v["k"])).astype(np.int64)
-        elif v.get("name") == "zero_think":
-            f["sess_gaps"], f["pair_think"] = (np.zeros_like(f["sess_gaps"]),
-                                               np.zeros_like(f["pair_think"]))
-    return f
+    """An application's whole sessions (the size and think-time variants are already
+    in them: :mod:`swell.extract.variants` applies them where it applies them to the
+    pooled samples)."""
+    return {k: np.asarray(model.samples(name, p), dtype=np.int64 if k in (
+        "sess_rres", "pair_req", "pair_rsp") else float) for k, p in SESSION_FIELDS.items()}
 
 
 def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,

@@ -48,7 +48,9 @@ def test_rsp(model: SwingModel) -> None:
     for app in model.apps:
         assert np.array_equal(v.samples(app, "rspSize"), 2 * model.samples(app, "rspSize"))
         assert np.array_equal(v.samples(app, "reqSize"), model.samples(app, "reqSize"))
-    _same_except(model, v, {"rspSize"})
+        if model.has_sessions(app):  # the whole sessions' responses scale with them
+            assert np.array_equal(v.samples(app, "pairRsp"), 2 * model.samples(app, "pairRsp"))
+    _same_except(model, v, {"rspSize", "pairRsp"})
 
 
 def test_req(model: SwingModel) -> None:
@@ -57,7 +59,9 @@ def test_req(model: SwingModel) -> None:
         assert np.array_equal(v.samples(app, "reqSize"), 10 * model.samples(app, "reqSize"))
         assert np.array_equal(v.samples(app, "rspSize"), model.samples(app, "rspSize"))
         assert v.meta["apps"][app]["bytes_c2s"] == 10 * model.meta["apps"][app]["bytes_c2s"]
-    _same_except(model, v, {"reqSize"})
+        if model.has_sessions(app):  # the whole sessions' requests scale with them
+            assert np.array_equal(v.samples(app, "pairReq"), 10 * model.samples(app, "pairReq"))
+    _same_except(model, v, {"reqSize", "pairReq"})
     both = variants.apply(model, target_mbps=10, req=10)
     assert both.meta["variants"][-1]["name"] == "scale_requests"
 
@@ -73,6 +77,8 @@ def test_hb_zero_think_cap(model: SwingModel, tmp_path: Path) -> None:
     z = variants.zero_think(v)
     for app in model.apps:
         assert not z.samples(app, "interRRE").any() and not z.samples(app, "reqThink").any()
+        if model.has_sessions(app):
+            assert not z.samples(app, "sessGaps").any() and not z.samples(app, "pairThink").any()
         assert len(z.samples(app, "reqThink")) == len(model.samples(app, "reqThink"))
     c = variants.cap_capacity(z, 2e6)
     for side in ("client", "server"):
