@@ -33,8 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from swell.extract.connections import ConnectionBuilder  # noqa: E402
-from swell.extract.reader import open_trace  # noqa: E402
+from swell.extract.pipeline import read_connections  # noqa: E402
 from swell.fsutil import write_json  # noqa: E402
 
 SHARED = Path("/work/shared/data/pcap")
@@ -71,11 +70,7 @@ def tshark_rtts(path: Path) -> tuple[dict[tuple, float], set[tuple], set[str]]:
 
 
 def swell_rtts(path: Path) -> dict[tuple, float]:
-    b = ConnectionBuilder()
-    with open_trace(path) as tr:
-        while b.add_trace(tr, 1 << 17):
-            pass
-    t = b.finish()
+    t, _ = read_connections(path, 1 << 17)
     c = t.cols
     out = {}
     for i in np.flatnonzero(np.isfinite(c["one_sided_rtt"])):

@@ -42,18 +42,13 @@ DRAWS = ("independent", "joint", "session")
 
 def extract(trace: Path) -> tuple[object, object]:
     """The connection table and the fitted model of ``trace`` (one read)."""
-    from swell.extract.connections import ConnectionBuilder
     from swell.extract.model import fit_model
     from swell.extract.network import Evidence
-    from swell.extract.reader import open_trace
+    from swell.extract.pipeline import read_connections
     from swell.extract.sessions import Thresholds
 
-    builder = ConnectionBuilder()
-    with open_trace(trace) as tr:
-        while builder.add_trace(tr, 1 << 16):
-            pass
-    table = builder.finish()
-    return table, fit_model(table, builder.pair_hist, Thresholds(), {"source": str(trace)},
+    table, pair_hist = read_connections(trace, 1 << 16)
+    return table, fit_model(table, pair_hist, Thresholds(), {"source": str(trace)},
                             Evidence())
 
 

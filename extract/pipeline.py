@@ -44,6 +44,18 @@ def _reader_notes(info: Any, warnings: dict[str, int]) -> list[str]:
     return notes
 
 
+def read_connections(trace: str | os.PathLike[str], chunk: int | None = None
+                     ) -> tuple[Any, dict[int, int]]:
+    """The connection table of ``trace`` and its packet-pair histogram, read once
+    without progress or provenance (what the benches that look inside a trace need;
+    :func:`extract_model` reads with both)."""
+    builder = ConnectionBuilder()
+    with open_trace(trace) as tr:
+        while builder.add_trace(tr, chunk or DEFAULT_CHUNK):
+            pass
+    return builder.finish(), builder.pair_hist
+
+
 def extract_model(
     trace: str | os.PathLike[str],
     th: Thresholds | None = None,
