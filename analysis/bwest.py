@@ -249,8 +249,9 @@ def chirp_gaps(low_bps: float, high_bps: float, ip_bytes: int, gamma: float,
     return np.round(ip_bytes * 8 / rates * 1e9).astype(np.int64)
 
 
-def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5, noise: float = 0.0,
-               onset: np.ndarray | float = 0.0) -> tuple[list[tuple[int, int]], int | None]:
+def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5,
+               noise: np.ndarray | float = 0.0, onset: np.ndarray | float = 0.0
+               ) -> tuple[list[tuple[int, int]], int | None]:
     """Excursions of a chirp's queuing delays: (start, end) pairs that ended, and the
     start of the last one if it runs to the end of the chirp (else None).
 
@@ -262,6 +263,7 @@ def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5, noise: float
     the build-up does not move the start back."""
     n = len(q)
     on = np.broadcast_to(np.asarray(onset, float), (n,))
+    floor = np.broadcast_to(np.asarray(noise, float), (n,))
     done: list[tuple[int, int]] = []
     i = 0
     while i < n - 1:
@@ -272,7 +274,7 @@ def excursions(q: np.ndarray, decrease: float = 1.5, busy: int = 5, noise: float
         j = i + 1
         while j < n:
             peak = max(peak, q[j] - q[i])
-            if q[j] - q[i] < peak / decrease or (j - i >= 3 and peak <= noise):
+            if q[j] - q[i] < peak / decrease or (j - i >= 3 and peak <= floor[i]):
                 break
             j += 1
         if j >= n:  # runs to the end of the chirp
@@ -316,8 +318,16 @@ class ChirpReading:
 
 def chirp_reading(tx_ns: np.ndarray, rx_ns: np.ndarray, ip_bytes: int,
                   decrease: float = 1.5, busy: int = 5, noise_ns: float = 10_000,
-                  onset: float = 0.01, min_span: float = 2.0) -> ChirpReading:
+                  onset: float = 0.01, min_span: float = 2.0, noise_gap: float = 0.0,
+                  noise_max_ns: float = 50_000) -> ChirpReading:
     """pathChirp's excursion analysis at the rates the chirp actually had.
+
+    The stamps' noise floor (the rise that three packets on must be exceeded for an
+    excursion to go on) is ``noise_ns``, or ``noise_gap`` times the gap after the
+    excursion's first packet where that is larger, up to ``noise_max_ns``: a link
+    engine that sleeps through the long gaps of a chirp's slow part wakes up to
+    tens of µs late, and a plateau of that lateness once ran on into the build-up
+    at the chirp's end (idle 20 Mbit/s chirps of 6-15, docs/bwest.md).
 
     The rates come from the actual send stamps. Where the sender was held up
     (:func:`chirp_breaks`) the chirp is split: each part is analysed alone (the
@@ -358,8 +368,9 @@ def chirp_reading(tx_ns: np.ndarray, rx_ns: np.ndarray, ip_bytes: int,
         if b - a < 3:  # too short to read; its pairs take the chirp's E
             continue
         seg_q = q[a:b]
-        ended, last = excursions(seg_q, decrease, busy, noise_ns,
-                                 np.append(onset * gaps[a:b - 1], 0.0))
+        seg_gaps = np.append(gaps[a:b - 1], 0.0)
+        floor = np.maximum(noise_ns, np.minimum(noise_gap * seg_gaps, noise_max_ns))
+        ended, last = excursions(seg_q, decrease, busy, floor, onset * seg_gaps)
         for i, j in ended:
             for k in range(i, min(j, b - a - 1)):
                 if seg_q[k + 1] > seg_q[k]:
@@ -404,7 +415,8 @@ def chirp_reading(tx_ns: np.ndarray, rx_ns: np.ndarray, ip_bytes: int,
 
 def chirp_estimate(tx_ns: np.ndarray, rx_ns: np.ndarray, ip_bytes: int,
                    decrease: float = 1.5, busy: int = 5, noise_ns: float = 10_000,
-                   onset: float = 0.01, min_span: float = 2.0) -> float:
+                   onset: float = 0.01, min_span: float = 2.0, noise_gap: float = 0.0,
+                   noise_max_ns: float = 50_000) -> float:
     """Available bandwidth (bit/s) from one chirp's send and receive stamps (no losses).
 
     Rates come from the actual send stamps, so sender jitter does not bias them
@@ -414,7 +426,7 @@ def chirp_estimate(tx_ns: np.ndarray, rx_ns: np.ndarray, ip_bytes: int,
     above A adds ``gap (R/A - 1)``, while stamp noise is a few µs whatever the gap.
     """
     return chirp_reading(tx_ns, rx_ns, ip_bytes, decrease, busy, noise_ns, onset,
-                         min_span).estimate
+                         min_span, noise_gap, noise_max_ns).estimate
 
 
 # --------------------------------------------------------------------------- truth

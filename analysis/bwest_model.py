@@ -24,7 +24,8 @@ def fifo_chirp_estimates(cap_bps: float, bg_bps: float, bg_bytes: int, n: int = 
                          onset: float = 0.01, lo_frac: float = 0.1, hi_frac: float = 1.5,
                          poisson: bool = False, seed: int = 0, holds: int = 0,
                          hold_us: tuple[float, float] = (100.0, 3000.0),
-                         min_span: float = 2.0) -> np.ndarray:
+                         min_span: float = 2.0, noise_gap: float = 0.0,
+                         noise_max_us: float = 50.0) -> np.ndarray:
     """``n`` single-chirp estimates (bit/s) through an ideal FIFO (see the module doc).
 
     ``holds``: the sender is held up before that many random packets of each chirp
@@ -62,5 +63,6 @@ def fifo_chirp_estimates(cap_bps: float, bg_bps: float, bg_bytes: int, n: int = 
             if k >= 0:
                 rx[k] = free
         out[c] = est.chirp_estimate(tx.astype(np.int64), rx.astype(np.int64), packet_bytes,
-                                    decrease, busy, noise_us * 1e3, onset, min_span)
+                                    decrease, busy, noise_us * 1e3, onset, min_span,
+                                    noise_gap, noise_max_us * 1e3)
     return out

@@ -27,6 +27,7 @@ chart (:mod:`swell.generators.bwest_report`).
 
 from __future__ import annotations
 
+import json
 import math
 import queue
 import subprocess
@@ -42,11 +43,13 @@ from pydantic import Field
 
 from swell.analysis import bwest as est
 from swell.errors import EnvironmentProblem, SwellError
+from swell.fsutil import write_text
 from swell.generators.base import Generator, GenResult, Proc
 from swell.generators.kind import KindResult, KindSpec, ReportPart, RunContext, TrafficKind, Window
 from swell.inet import require_ipv4
 from swell.native import native_artifact
 from swell.placement import Endpoint, PathFacts, Place
+from swell.steal import steal_ns
 
 UDP_IP_OVERHEAD = 28  # IPv4 + UDP headers: the link engine's rate counts IP bytes
 RT_PRIORITY = 5  # swell-probe's sender under SCHED_FIFO: below swell-link's 10
@@ -103,6 +106,10 @@ class ChirpSpec(ProbeSpec):
     busy: int = Field(5, ge=2, description="shortest excursion (packets) that counts")
     noise_us: float = Field(10.0, ge=0, description="delay noise floor: no rise beyond it "
                             "three packets on ends an excursion")
+    noise_gap: float = Field(0.03, ge=0, lt=1, description="the floor grows to this "
+                             "fraction of the gap after an excursion's first packet (a "
+                             "link engine wakes later after longer sleeps; docs/bwest.md)")
+    noise_max_us: float = Field(50.0, ge=0, description="the floor's ceiling")
     onset: float = Field(0.01, ge=0, lt=1, description="a rise below this fraction of the "
                          "gap does not start the last excursion (stamp noise)")
     min_span: float = Field(2.0, ge=1.0, description="a chirp whose sender was held up "
@@ -355,6 +362,10 @@ class ChirpLoop:
         self.lo, self.hi = lo_bps, hi_bps
         self.rng = np.random.default_rng(seed)
         self.chirps: list[dict[str, Any]] = []
+        # every chirp's stamps as received (sequence numbers, kernel send and receive
+        # stamps, ns), written to ``chirps.jsonl`` in the run directory: the raw data a
+        # reading can be re-derived from (analysis.bwest.chirp_reading)
+        self.raw: list[dict[str, Any]] = []
 
     def run(self, prober: Prober, stop: threading.Event, record: Callable[[dict], None]
             ) -> None:
@@ -366,7 +377,9 @@ class ChirpLoop:
             gaps = est.chirp_gaps(self.lo, self.hi, s.packet_bytes, s.spread,
                                   float(self.rng.random()))
             b0 = prober.bytes_sent
+            st0 = steal_ns()
             t = prober.train(s.packet_bytes, gaps)
+            stolen = steal_ns() - st0
             seqs, tx, rx = t.arrays()
             value = math.nan
             # A chirp with a loss is discarded. One whose sender was held up mid-chirp
@@ -374,15 +387,22 @@ class ChirpLoop:
             # analysed at the gaps it was actually sent with (the send stamps the
             # packets carry); est.chirp_reading discards it only when the part after
             # the hold cannot show where the queue starts to build (``min_span``).
+            # So is one during which the hypervisor held this machine's CPUs (steal):
+            # the hold lands in the stamps as a delay no queue caused.
             breaks, why = 0, "loss" if len(seqs) != t.sent else ""
+            if not why and stolen > 0:
+                why = f"the hypervisor held the host's CPUs ({stolen / 1e6:.0f} ms steal)"
             if not why:
                 reading = est.chirp_reading(tx, rx, s.packet_bytes, s.decrease, s.busy,
-                                            s.noise_us * 1e3, s.onset, s.min_span)
+                                            s.noise_us * 1e3, s.onset, s.min_span,
+                                            s.noise_gap, s.noise_max_us * 1e3)
                 value, breaks, why = reading.estimate, reading.breaks, reading.reason
             chirp = {"t": t.first_tx / 1e9, "t_end": t.last_tx / 1e9,
                      "estimate_mbps": value / 1e6, "bytes": prober.bytes_sent - b0,
-                     "breaks": breaks, "discarded": why}
+                     "breaks": breaks, "discarded": why, "steal_ms": stolen / 1e6}
             self.chirps.append(chirp)
+            self.raw.append({"t": chirp["t"], "ip_bytes": s.packet_bytes, "sent": t.sent,
+                             "seq": seqs.tolist(), "tx_ns": tx.tolist(), "rx_ns": rx.tolist()})
             batch.append(chirp)
             # An estimate is the mean of ``smooth`` usable chirps (a batch of discarded
             # ones only costs time): 3 good chirps of 8 once read 114.6 on idle 100.
@@ -489,6 +509,8 @@ class ProbeGenerator(Generator):
             summary["kernel_stamped_trains"] = self.prober.kernel_stamped
         if isinstance(self.loop, ChirpLoop):
             summary["chirps"] = self.loop.chirps
+            write_text(self.out / "chirps.jsonl",
+                       "".join(json.dumps(r) + "\n" for r in self.loop.raw))
         return GenResult(self.name, {}, summary, {"capture_dir": self.out.parent / "capture"})
 
 

@@ -111,6 +111,11 @@ def judge(gen: GenResult, window: Window, capacity_mbps: float | None
     if "chirps" in s:
         metrics["chirps"] = [[_r(c["t"] - window.start), _r(c["estimate_mbps"])]
                              for c in s["chirps"]]
+        # chirps discarded because the hypervisor held the machine's CPUs meanwhile
+        # (swell.steal), and that steal in all (ms)
+        stolen = [c.get("steal_ms", 0.0) for c in s["chirps"]]
+        metrics["chirps_steal"] = sum(x > 0 for x in stolen)
+        metrics["steal_ms"] = _r(sum(stolen))
     if not done:
         problems.append("no estimate finished in the measurement window")
     return metrics, problems

@@ -142,7 +142,7 @@ class RpsGenerator(Generator):
 
     def collect(self, warmup_s: float = 0.0) -> GenResult:
         rows: list[dict[str, Any]] = []
-        t0s, due, by_group = [], 0, {}
+        t0s, due, started, missed, by_group = [], 0, 0, [], {}
         for p, rec in self.runners:
             if p.popen.returncode not in (0, -15):
                 raise SwellError(p.label, p.error_text())
@@ -150,6 +150,8 @@ class RpsGenerator(Generator):
             t0s += [r["t0"] for r in ends]
             by_group.update({rec.stem.removeprefix("requests-"): r["t0"] for r in ends})
             due += sum(int(r["due"]) for r in ends)
+            started += sum(int(r["started"]) for r in ends)
+            missed += [float(x) for r in ends for x in r["missed_s"]]
             if rec.exists():
                 rows += [json.loads(ln) for ln in rec.read_text().splitlines() if ln]
         done = [r for r in rows if "end" in r]  # the others were cut by the stop
@@ -164,7 +166,11 @@ class RpsGenerator(Generator):
             "requests_planned": sum(len(s["reqs"]) for s in self.sessions),
             # sessions whose start time came before the runners were stopped
             "sessions_due": due,
-            "sessions_started": int(firsts.size), "requests": len(rows),
+            # sessions the runners set off at their times (each records its first
+            # request unless the stop came within microseconds of it)
+            "sessions_started": started,
+            # due but not set off: how long before the stop each one's time came
+            "sessions_missed_s": sorted(missed), "requests": len(rows),
             "requests_ok": len(ok), "errors": len(done) - len(ok),
             "requests_cut": len(rows) - len(done),
             "response_s_mean": float(rt.mean()) if rt.size else None,

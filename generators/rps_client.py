@@ -61,7 +61,7 @@ def session(i: int, sess: dict[str, Any], host: str, port: int,
             out: list[dict[str, Any]], lock: threading.Lock, timeout: float) -> None:
     """One session, started at its time by :func:`main`: its requests one after another."""
     for k, (path, think) in enumerate(sess["reqs"]):
-        if STOP.is_set():
+        if k and STOP.is_set():  # a dispatched session records its first attempt
             return
         start = time.monotonic()
         rec: dict[str, Any] = {"session": i, "req": k, "src": sess["src"], "start": start}
@@ -97,9 +97,11 @@ def main(argv: list[str]) -> int:
     # each session's thread starts at the session's time (a thread made in advance for
     # every session would put thousands of waiting threads, made at once, before the
     # first sessions: late starts)
+    dispatched = 0
     for i in sorted(range(len(sched["sessions"])), key=lambda j: sched["sessions"][j]["t"]):
         if STOP.wait(max(0.0, t0 + sched["sessions"][i]["t"] - time.monotonic())):
             break
+        dispatched += 1
         th = threading.Thread(target=session, args=(i, sched["sessions"][i], sched["host"],
                                                    sched["port"], out, lock,
                                                    sched.get("timeout_s", 10.0)), daemon=True)
@@ -115,8 +117,12 @@ def main(argv: list[str]) -> int:
     with open(records_path, "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    due = sum(1 for x in sched["sessions"] if x["t"] <= elapsed)  # start time reached
-    print(json.dumps({"t0": t0, "elapsed": elapsed, "due": due, "requests": len(rows),
+    due = sorted(x["t"] for x in sched["sessions"] if x["t"] <= elapsed)  # time reached
+    # due but not dispatched: how long before the stop each one's time came (the loop
+    # was still waking for it, or was held up)
+    missed = [round(elapsed - t, 6) for t in due[dispatched:]]
+    print(json.dumps({"t0": t0, "elapsed": elapsed, "due": len(due), "started": dispatched,
+                      "missed_s": missed, "requests": len(rows),
                       "errors": sum(1 for r in rows if "error" in r)}), flush=True)
     return 0
 

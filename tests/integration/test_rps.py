@@ -43,8 +43,12 @@ def test_rps_sessions_from_many_sources(tmp_path: Path, monkeypatch) -> None:
     print(f"\nrps: {s}")
     assert s["sessions_planned"] >= 5
     # every session whose time came before the stop started (the last ones may not
-    # have been due yet: the runner starts after the Python start-up)
-    assert s["sessions_started"] == s["sessions_due"] >= s["sessions_planned"] - 3
+    # have been due yet: the runner starts after the Python start-up), except one whose
+    # time came while the runner was still waking for it when the stop came (CI once
+    # had 34 of 35, before the runners reported what they set off)
+    assert s["sessions_due"] >= s["sessions_planned"] - 3
+    assert s["sessions_started"] + len(s["sessions_missed_s"]) == s["sessions_due"]
+    assert all(lag < 0.05 for lag in s["sessions_missed_s"]), s["sessions_missed_s"]
     assert s["errors"] == 0 and s["requests_ok"] + s["requests_cut"] == s["requests"]
     assert s["requests"] > s["sessions_started"]
     assert s["sources_used"] > 3
