@@ -65,7 +65,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -171,11 +171,10 @@ def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
     samples; ``build_schedule`` refuses such a model as a whole, so it is left out
     here and listed in the table.
     """
-    from swell.generators.schedule import load_app_samples
+    from swell.generators.schedule import apps_for_draw, load_app_samples
 
     apps, scale = load_app_samples(model_dir)
-    if RRE_DRAW == "independent":  # as swell run draws (and a model without the sample)
-        apps = [replace(a, rre_conns=np.zeros(0, dtype=np.int64)) for a in apps]
+    apps = apps_for_draw(apps, RRE_DRAW)  # as swell run draws
     ok = [a for a in apps if a.req_size.size and a.rsp_size.size and a.num_pairs.size]
     return ok, scale, [a.name for a in apps if a not in ok]
 

@@ -533,12 +533,7 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
         raise SwellError("model", "no applications to generate")
     if not clients or not servers:
         raise SwellError("schedule", "need at least one client and one server address")
-    if rre_draw not in RRE_DRAWS:
-        raise SwellError("rre_draw", f"unknown draw {rre_draw!r} ({' or '.join(RRE_DRAWS)})")
-    if rre_draw != "session":
-        apps = [replace(a, sess_rres=np.zeros(0, dtype=np.int64)) for a in apps]
-    if rre_draw == "independent":
-        apps = [replace(a, rre_conns=np.zeros(0, dtype=np.int64)) for a in apps]
+    apps = apps_for_draw(apps, rre_draw)
     rng = np.random.default_rng(seed)
     counts: dict[str, int] = {"raised_requests": 0}
     skipped = _unusable(apps)
@@ -581,6 +576,19 @@ def _session_fields(model: Any, name: str) -> dict[str, np.ndarray]:
     pooled samples)."""
     return {k: np.asarray(model.samples(name, p), dtype=np.int64 if k in (
         "sess_rres", "pair_req", "pair_rsp") else float) for k, p in SESSION_FIELDS.items()}
+
+
+def apps_for_draw(apps: list[AppSamples], rre_draw: str) -> list[AppSamples]:
+    """The applications' samples with what ``rre_draw`` does not use left out: the
+    whole sessions unless ``session``, the joint RRE sample too when ``independent``
+    (in that order: the sessions' arrays index the joint sample)."""
+    if rre_draw not in RRE_DRAWS:
+        raise SwellError("rre_draw", f"unknown draw {rre_draw!r} ({' or '.join(RRE_DRAWS)})")
+    if rre_draw != "session":
+        apps = [replace(a, sess_rres=np.zeros(0, dtype=np.int64)) for a in apps]
+    if rre_draw == "independent":
+        apps = [replace(a, rre_conns=np.zeros(0, dtype=np.int64)) for a in apps]
+    return apps
 
 
 def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,

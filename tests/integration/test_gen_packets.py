@@ -70,8 +70,13 @@ def test_gen_rps_sessions_from_many_sources(netns, tmp_path: Path) -> None:
     s = json.loads(res.stdout)
     print(f"\n{res.stderr}")
     assert s["sessions_planned"] >= 5
-    assert s["sessions_started"] == s["sessions_due"] >= s["sessions_planned"] - 3
+    # every due session set off, but one whose time came as the stop did (test_rps)
+    assert s["sessions_due"] >= s["sessions_planned"] - 3
+    assert s["sessions_started"] + len(s["sessions_missed_s"]) == s["sessions_due"]
+    assert all(lag < 0.05 for lag in s["sessions_missed_s"]), s["sessions_missed_s"]
     assert s["errors"] == 0 and s["requests_ok"] + s["requests_cut"] == s["requests"]
     assert s["requests_ok"] > 0 and 1 < s["sources_used"] <= 4
-    assert sum(s["session_starts"]) == s["sessions_started"]
+    # the first requests recorded: one set off within microseconds of the stop may
+    # not have recorded its attempt before the runner wrote its records
+    assert s["sessions_started"] - 1 <= sum(s["session_starts"]) <= s["sessions_started"]
     assert "answered" in res.stderr and "session starts per 1 s" in res.stderr

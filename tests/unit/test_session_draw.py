@@ -176,3 +176,25 @@ def test_the_swing_kind_accepts_the_session_draw(example_model: Path) -> None:
     apps, scale = load_app_samples(example_model)
     sched = swing_schedule(apps, CLIENTS, SERVERS, 60.0, 1, scale, None, rre_draw="session")
     assert sched.meta["rre_draw"]["http-tcp"] == "session"
+
+
+def test_apps_for_draw_leaves_out_what_each_draw_does_not_use(
+        example_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fidelity bench prepares its samples with the schedule's own rule: it once
+    emptied the joint sample alone, and a model with sessions then failed validation
+    ("the whole sessions' arrays do not agree") before any run."""
+    from swell.generators.schedule import apps_for_draw
+
+    apps, _ = load_app_samples(example_model)
+    assert any(a.whole for a in apps)
+    for draw, whole, joint in (("independent", False, False), ("joint", False, True),
+                               ("session", True, True)):
+        got = apps_for_draw(apps, draw)
+        assert any(a.whole for a in got) == whole and any(a.joint for a in got) == joint
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "bench"))
+    import fidelity
+
+    for draw in ("independent", "joint", "session"):
+        monkeypatch.setattr(fidelity, "RRE_DRAW", draw)
+        ok, _, _ = fidelity.usable_apps(example_model)
+        assert ok and all(a.whole == (draw == "session") for a in ok if a.rre_conns.size)
