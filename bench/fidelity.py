@@ -154,13 +154,20 @@ def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
     from swell.extract.pipeline import extract_model
 
     model_dir = out / "model"
-    save_model(extract_model(cap.path, label=f"extract {cap.name}"), model_dir)
+    m = extract_model(cap.path, label=f"extract {cap.name}")
+    if CAP_SCALE != 1.0:  # --capacity-scale: a sensitivity run, not the model's links
+        for side in ("client", "server"):
+            m.arrays[f"net/{side}/capacity_bps"] = m.arrays[f"net/{side}/capacity_bps"] * CAP_SCALE
+    save_model(m, model_dir)
     return model_dir, load_model(model_dir)
 
 
 CALIBRATE = False
 CC = "reno"  # --cc: TCP congestion control in every namespace (swell run's default)
 RRE_DRAW = "independent"  # --rre-draw joint: each RRE drawn whole (docs/scale.md 7.2)
+# sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
+RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
+CAP_SCALE = 1.0  # --capacity-scale: every access link's capacity times this
 
 
 def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
@@ -225,6 +232,9 @@ def run_swing(model_dir: Path, model: Any, out: Path, run_s: float, warmup_s: fl
     cap_dir = out / "capture"
     with Topology(spec, capture_dir=cap_dir) as topo:
         set_tcp(topo, CC)
+        if RMEM:  # caps every receiver's buffer, hence its advertised window
+            for node in topo.layout.nodes:
+                topo.run_in(node, ["sysctl", "-q", "-w", f"net.ipv4.tcp_rmem={RMEM}"])
         gen = swing_background(topo, model_dir, out, run_s, warmup_s, seed)
         try:
             gen.check()
@@ -291,6 +301,7 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         "offered_in_window_mbps": offered_mbps(sched, warmup_s),
         "model_mean_mbps": load_model(model_dir).mean_rate_bps() / 1e6,
         "calibrated": CALIBRATE, "congestion_control": CC,
+        "tcp_rmem": RMEM, "capacity_scale": CAP_SCALE,
         "scheduled_payload_bps": {
             "c2s": 8.0 * sum(c.req_bytes for *_, c in sched.conns()) / run_s,
             "s2c": 8.0 * sum(c.rsp_bytes for *_, c in sched.conns()) / run_s},
@@ -492,6 +503,11 @@ def main() -> int:
     ap.add_argument("--cc", choices=CONGESTION_CONTROLS, default="reno",
                     help="TCP congestion control set in every namespace (default reno, as "
                     "`swell run` by default; a new namespace would inherit the host's)")
+    ap.add_argument("--rmem", metavar="'MIN DEFAULT MAX'",
+                    help="net.ipv4.tcp_rmem in every namespace (a receive-window cap; a "
+                    "sensitivity run: docs/fidelity.md)")
+    ap.add_argument("--capacity-scale", type=float, default=1.0,
+                    help="every access link's capacity times this (a sensitivity run)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs at once (each its own dumbbell; the runs of these traces "
                     "take a small share of a core each)")
@@ -499,8 +515,12 @@ def main() -> int:
     from swell.cli import unwind_on_sigterm
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
-    global CALIBRATE, RRE_DRAW, CC
+    global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE
     CALIBRATE = args.calibrate
+    RMEM, CAP_SCALE = args.rmem, args.capacity_scale
+    if CAP_SCALE <= 0:
+        print("fidelity: --capacity-scale must be above 0", file=sys.stderr)
+        return 2
     CC = args.cc
     allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
     if CC not in allowed:  # set_tcp would refuse it in the first namespace; say so first
@@ -558,6 +578,8 @@ def seeds_summary(results: list[FidelityResult]) -> dict[str, Any]:
     out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results],
                            "calibrated": CALIBRATE, "rre_draw": RRE_DRAW,
                            "congestion_control": m.get("congestion_control"),
+                           "tcp_rmem": m.get("tcp_rmem"),
+                           "capacity_scale": m.get("capacity_scale", 1.0),
                            "run_s": m.get("run_s"),
                            "warmup_s": m.get("warmup_s"), "window_s": m.get("window_s"),
                            "model_mean_mbps": m.get("model_mean_mbps"),
@@ -605,6 +627,9 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
              + (", target by construction" if summary["calibrated"] else "")
              + f", RRE draw {summary.get('rre_draw', 'independent')}"
              + f", TCP {summary.get('congestion_control') or 'bbr (host default)'}"
+             + (f", tcp_rmem {summary['tcp_rmem']}" if summary.get("tcp_rmem") else "")
+             + (f", access links x{summary['capacity_scale']:g}"
+                if summary.get("capacity_scale", 1.0) != 1.0 else "")
              + f"; generated {summary['run_s']:.0f} s, measured the last "
                f"{summary['window_s']:.0f} s; offered in the window (Mbit/s): "
              + ", ".join(f"{x:.2f}" for x in summary["offered_in_window_mbps"])
