@@ -26,6 +26,7 @@ import json
 import re
 import statistics
 import subprocess
+import time
 from pathlib import Path
 
 import dpkt
@@ -237,15 +238,22 @@ def test_queue_limit_holds_the_bandwidth_delay_product(links):
     change = ["tc", "qdisc", "change", "dev", dev, "parent", handle,
               "handle", handle.split(":")[1] + ":", "netem", "delay", "200ms"]
     links.run_in(edge, [*change, "limit", str(netem.DEFAULT_QUEUE_PACKETS)])
+    up_before = netem_leaf(links, c5, "up")["packets"]
     try:
         replies = ping(links, s0, c5, burst, interval=0.0005, size=1000, preload=burst)
     finally:
         links.run_in(edge, [*change, "limit", str(limit)])
     dropped = netem_leaf(links, c5, "down")["drops"] - before
+    time.sleep(2.0)  # the last replies leave c5's 200 ms delay line
+    answered = netem_leaf(links, c5, "up")["packets"] - up_before  # c5's replies
     print(f"netem's default limit: {dropped} of a {burst}-packet burst dropped, "
-          f"{len(replies)} replies")
+          f"{answered} answered, {len(replies)} replies counted by ping")
     assert dropped >= burst - netem.DEFAULT_QUEUE_PACKETS - 20  # a few may leave in time
-    assert len(replies) == burst - dropped
+    # every request netem let through was answered: counted at c5's own up leaf, since
+    # ping stops waiting about two round trips after its last request, and under TCG
+    # late replies then go uncounted (the VM layer once had 903 of 1,000)
+    assert burst - dropped <= answered <= burst - dropped + 2  # + an ARP exchange or so
+    assert len(replies) <= answered
 
 
 def read_udp(path: Path, dport: int, min_len: int) -> list[tuple[float, int]]:
