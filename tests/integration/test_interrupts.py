@@ -45,10 +45,18 @@ foreground: {{kind: httperf, object_bytes: 100000}}
 """
 
 
+def sigint_default() -> None:
+    """A child's SIGINT back to the default, in case this test run inherited it ignored
+    (a background job of a non-interactive shell does; Python then keeps ignoring it,
+    and a fresh-clone run started that way once saw ``swell run`` finish through its
+    SIGINT with exit 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _swell(*argv: str, **kw) -> subprocess.Popen:
     env = {**os.environ, "SWELL_QUIET": "1"}
     return subprocess.Popen([*SWELL, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, **kw)
+                            text=True, env=env, preexec_fn=sigint_default, **kw)
 
 
 def _wait_for(cond, timeout: float = 60.0) -> None:
@@ -103,11 +111,8 @@ def test_kill_interrupt_resume_lock(tmp_path: Path) -> None:
     assert (study / "report" / "index.html").is_file()
     report_before = (study / "report" / "index.html").read_bytes()
 
-    # a second run into the study while one uses it: the lock. The edited run is long
-    # enough that the SIGINT below lands mid-run however long the refused run took to
-    # start and exit (with 2 s, CI once saw the run reach its teardown, where SIGINT is
-    # ignored, first: exit 0)
-    exp.write_text(EXP.format(duration=8))
+    # a second run into the study while one uses it: the lock
+    exp.write_text(EXP.format(duration=2))
     p1 = _swell("run", str(exp), "-o", str(study), "--no-report")
     _wait_for(lambda: (study / ".lock").read_text().strip() == str(p1.pid))
     p2 = _swell("run", str(exp), "-o", str(study), "--no-report")
@@ -129,8 +134,8 @@ def test_kill_interrupt_resume_lock(tmp_path: Path) -> None:
     _, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
     data = json.loads((study / "results.json").read_text())
-    assert data["experiment"]["duration_s"] == 8 and len(data["runs"]) == 1
-    assert data["runs"][0]["spec"]["duration_s"] == 8
+    assert data["experiment"]["duration_s"] == 2 and len(data["runs"]) == 1
+    assert data["runs"][0]["spec"]["duration_s"] == 2
     assert oct((study / "results.json").stat().st_mode & 0o777) == oct(0o666 & ~_umask())
     # provenance read back (the unit of it: host.json of the run)
     host = json.loads(next(study.glob("runs/*/rep0/host.json")).read_text())

@@ -6,6 +6,7 @@ import ipaddress
 import os
 import random
 import re
+import signal
 import statistics
 import subprocess
 import time
@@ -242,8 +243,11 @@ def topo_up():
 
 def start_up(spec_file, *extra, engine="native"):
     """``swell topo up`` in the background; returns (process, prefix) once it is up."""
+    # SIGINT back to the default in the child: a test run started as a background job
+    # of a non-interactive shell inherits it ignored (test_interrupts.sigint_default)
     proc = subprocess.Popen([*SWELL, "topo", "up", str(spec_file), "--engine", engine, *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
