@@ -84,8 +84,10 @@ def test_ipv6_dumbbell_on_netem(tmp_path, baseline6):
             print(f"{h.ip}: RTT {got[h.ip]:.3f} ms = configured {expected:.3f} + baseline "
                   f"{baseline6[h.ip]:.3f} + {excess:+.3f}")
             assert -0.1 <= excess <= 6 * SLACK_PER_DELAY_HOP_MS, (h.ip, got[h.ip])
+        # 8 ms, not 0 or 16 (a delay applied once each way): within the excess each
+        # host is allowed above (the TCG guest once gave c0 +0.99 and c1 +2.44 ms: 9.4)
         diff = got[c1.ip] - got[c0.ip]
-        assert abs(diff - 8.0) <= 2 * SLACK_PER_DELAY_HOP_MS, f"c1 - c0 = {diff:.3f} ms"
+        assert abs(diff - 8.0) <= 6 * SLACK_PER_DELAY_HOP_MS, f"c1 - c0 = {diff:.3f} ms"
         # the 5 Mbit/s access link holds an IPv6 TCP transfer
         mbps = iperf3_mbps(topo, c2, s0, seconds=3.0)
         print(f"{c2.ip}: 5 Mbit/s access, TCP over IPv6 {mbps:.2f} Mbit/s")
