@@ -44,6 +44,7 @@ from swell.generators.kind import (
     KindSpec,
     PrepareContext,
     RunContext,
+    Tool,
     TrafficKind,
     Window,
 )
@@ -191,6 +192,7 @@ class RpsKind(TrafficKind):
     role = "background"
     Spec = RpsSpec
     cli = "swell.generators.packets_cli"
+    tools = (Tool(APACHE_BIN, "apache2"),)  # checked before the topology is up
 
     def __init__(self, spec: KindSpec) -> None:
         super().__init__(spec)

@@ -1,15 +1,19 @@
-"""RPS sessions: the plan follows the MMPP's mean and the options; the kind's options."""
+"""RPS sessions: the plan follows the MMPP's mean and the options; the kind's options;
+a missing Apache stops the run before the topology is up (exit 3, naming the package)."""
 
 from __future__ import annotations
 
 import math
+import shutil
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from swell.errors import EnvironmentProblem
 from swell.extract.mmpp import MMPPModel, Scale
 from swell.generators.rps import RpsKind, RpsSpec, session_plan
+from swell.generators.web import APACHE_BIN
 from swell.placement import HostNeeds
 
 
@@ -49,3 +53,13 @@ def test_spec_and_needs() -> None:
     k = RpsKind(RpsSpec(kind="rps", model="m", clients=64))
     assert k.needs() == HostNeeds(clients=k.needs().clients, servers=k.needs().servers)
     assert k.needs().clients is not None and k.needs().clients.count == 64
+
+
+def test_missing_apache_is_exit_3_naming_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda p, *a, **k: None if p == APACHE_BIN else
+                        real(p, *a, **k))
+    with pytest.raises(EnvironmentProblem) as err:
+        RpsKind(RpsSpec(kind="rps", model="m")).check()  # what swell run calls first
+    assert err.value.exit_code == 3 and err.value.where == APACHE_BIN
+    assert "apt-get install apache2" in str(err.value)
