@@ -5,12 +5,16 @@ dumbbell and checks the issue's invariants:
 
 * clean link (both transports): frame inter-arrival median within 1 ms of
   1/fps, no late frames and no stalls with a 1 s buffer, received rate within
-  5% of the stream rate; over TCP the received bytes are the clip's bytes;
+  5% of the stream rate, no TCP segment sent twice; over TCP the received
+  bytes are the clip's bytes;
 * a link below the stream rate (300 kbit/s for 450 kbit/s, both transports):
   stalls with buffer 0, stall time falling from 0 to 2 to 10 s of buffer (on
-  the same arrivals), RTP loses packets, TCP loses none;
-* the RTP run's jitter and loss agree with ``tshark -z rtp,streams`` on the
-  client's capture (90 kHz clock).
+  the same arrivals, strictly from 0 to 10 s), the configured buffer's
+  playout equal to its entry in the buffer ladder, RTP loses packets, TCP
+  delivers every byte at no more than the link's rate and the client's capture
+  shows its retransmissions;
+* in both studies, the RTP run's jitter, loss and packet count agree with
+  ``tshark -z rtp,streams`` on that run's client capture (90 kHz clock).
 """
 
 from __future__ import annotations
@@ -66,36 +70,56 @@ def test_clean_link_both_transports_and_tshark(tmp_path: Path, monkeypatch):
         assert fg["late_frames"] == 0 and fg["stalls"] == 0 and fg["stall_s"] == 0, label
         assert abs(fg["rate_kbps_mean"] / fg["stream_kbps"] - 1) < 0.05, label
         assert fg["loss"] == 0 and not run["problems"], label
+        _configured_is_in_ladder(fg, label)
     tcp_dir = next((study / "runs").glob("tcp*/rep0/foreground"))
     clip = next((study / "models" / "video").glob("clip-*.h264"))
     assert (tcp_dir / "received.h264").read_bytes() == clip.read_bytes()
-    # tshark on the RTP client capture: same jitter and loss (90 kHz clock for H.264)
-    rtp = runs["rtp"]["foreground"]
-    pcap = next((study / "runs").glob("rtp*/rep0/foreground/fg-client.pcap"))
-    row = _tshark_rtp(pcap, rtp)
-    assert row["lost"] == rtp["lost"] == 0
-    assert row["max_jitter"] == pytest.approx(rtp["jitter_ms"]["max"], abs=0.01)
-    # tshark's mean runs over its own sample of the running estimate (2% apart seen)
-    assert row["mean_jitter"] == pytest.approx(rtp["jitter_ms"]["mean"], rel=0.04)
-    assert row["packets"] == rtp["packets"]
+    assert runs["tcp"]["foreground"]["retransmitted"] == 0
+    _same_as_tshark(study, runs["rtp"]["foreground"], lost=False)
     assert swell_main(["report", str(study)]) == 0
     page = (study / "report" / "index.html").read_text()
     assert "Video stream" in page and (study / "report" / "video-interarrival.png").exists()
 
 
-def _tshark_rtp(pcap: Path, fg: dict) -> dict[str, float]:
+# one row of ``tshark -z rtp,streams``: ... SSRC Payload Pkts Lost (pct) then min / mean / max
+# delta and min / mean / max jitter (ms), and "X" when tshark saw a problem (a lost packet)
+_TSHARK_ROW = re.compile(r"0x([0-9A-F]{8})\s+\S+\s+(\d+)\s+(-?\d+) \([-\d.]+%\)"
+                         + r"\s+([-\d.]+)" * 6 + r"(\s+X)?\s*$")
+
+
+def _tshark_rtp(pcap: Path, ssrc: int) -> dict[str, float]:
     out = subprocess.run(["tshark", "-r", str(pcap), "-d", "udp.port==5004,rtp", "-d",
                           "rtp.pt==96,h264", "-q", "-z", "rtp,streams"], capture_output=True,
                          text=True, check=True).stdout
     for line in out.splitlines():
-        if f"0x{fg['ssrc']:08X}" in line:
-            f = line.split()
-            m = re.search(r"(-?\d+) \(", line)
-            assert m is not None
-            # ... SSRC Payload Pkts Lost (pct) MinDelta MeanDelta MaxDelta MinJ MeanJ MaxJ
-            return {"packets": int(f[f.index(f"0x{fg['ssrc']:08X}") + 2]), "lost": int(m.group(1)),
-                    "mean_jitter": float(f[-2]), "max_jitter": float(f[-1])}
-    raise AssertionError(f"tshark found no stream with SSRC {fg['ssrc']:#x}:\n{out}")
+        m = _TSHARK_ROW.search(line)
+        if m is not None and int(m.group(1), 16) == ssrc:
+            return {"packets": int(m.group(2)), "lost": int(m.group(3)),
+                    "mean_jitter": float(m.group(8)), "max_jitter": float(m.group(9))}
+    raise AssertionError(f"{pcap}: tshark found no stream with SSRC {ssrc:#x}:\n{out}")
+
+
+def _same_as_tshark(study: Path, rtp: dict, lost: bool) -> None:
+    """The RTP run's packets, loss and jitter against tshark on its own client capture."""
+    pcap = next((study / "runs").glob("rtp*/rep0/foreground/fg-client.pcap"))
+    row = _tshark_rtp(pcap, rtp["ssrc"])
+    assert row["packets"] == rtp["packets"], (row, rtp["packets"])
+    assert row["lost"] == rtp["lost"], (row, rtp["lost"])
+    assert (rtp["lost"] > 0) == lost, rtp["lost"]
+    # tshark 4.0 takes its max and mean of the running estimate over packets without the
+    # marker bit only (a frame's last), its mean weighted by its packet count so far; the
+    # estimate peaks on a frame's first packet (7 of 7 captures looked at), so the maxima
+    # agree and the means differ by a few per cent (1-2% seen)
+    assert row["max_jitter"] == pytest.approx(rtp["jitter_ms"]["max"], abs=0.01), row
+    assert row["mean_jitter"] == pytest.approx(rtp["jitter_ms"]["mean"], rel=0.04), row
+
+
+def _configured_is_in_ladder(fg: dict, label: str) -> None:
+    """The configured buffer's playout is the ladder's entry for it (same frames, same code)."""
+    entry = [b for b in fg["by_buffer"] if b["buffer_s"] == fg["buffer_s"]]
+    assert entry == [{"buffer_s": fg["buffer_s"], "late_frames": fg["late_frames"],
+                      "stalls": fg["stalls"], "stall_s": fg["stall_s"],
+                      "longest_stall_s": fg["longest_stall_s"]}], (label, fg["by_buffer"])
 
 
 def test_link_below_stream_rate_stalls_and_buffer_invariant(tmp_path: Path, monkeypatch):
@@ -108,6 +132,11 @@ def test_link_below_stream_rate_stalls_and_buffer_invariant(tmp_path: Path, monk
         assert stall[0.0] >= stall[2.0] >= stall[10.0], (label, stall)
         assert stall[0.0] > stall[10.0], (label, stall)
         assert fg["frac_below_rate"] > 0.5, label
-    assert runs["rtp"]["foreground"]["lost"] > 0
+        _configured_is_in_ladder(fg, label)
+    _same_as_tshark(study, runs["rtp"]["foreground"], lost=True)
     tcp = runs["tcp"]["foreground"]
-    assert tcp["lost"] == 0 and tcp["missing_bytes"] == 0 and tcp["frames_complete"] == 240
+    assert tcp["missing_bytes"] == 0 and tcp["frames_complete"] == 240, tcp
+    # what the slow link did to TCP, from the client's capture: the rate held to the link's
+    # 300 kbit/s (IP bytes; this counts payload) and segments sent again (the clean test: none)
+    assert tcp["rate_kbps_mean"] <= 300 * 1.02, tcp["rate_kbps_mean"]
+    assert tcp["retransmitted"] > 0, tcp
