@@ -12,7 +12,15 @@ run goes without touching the host, for every configuration of the sweep:
 * the concrete topology of the run (the background's host needs applied),
   validated as ``swell run`` builds it, and its address plan (a network too
   small for the hosts is an error here, not after earlier runs finished);
-* the kinds' path checks (an open-loop rate at or above the bottleneck).
+* the kinds' path checks (an open-loop rate at or above the bottleneck);
+* last, what this host lacks for each configuration (:func:`host_problems`: a
+  kind's programs on PATH, such as ``pathload_snd``, and swell's native
+  binaries). ``swell run`` refuses them here, exit 3 before its first run
+  (``host=True``), so a study never stops at its fifth configuration for a
+  program missing from the start. ``swell check`` reports them as warnings
+  and exits 0: it checks the file, and the file may be meant for other
+  machines (``swell run --testbed`` checks the tools on them, CI checks files
+  without the hand-built tools).
 
 An error names the file and line of the sweep item it came from, then the
 configuration, then the problem.
@@ -27,6 +35,7 @@ from pathlib import Path
 
 from swell.errors import EnvironmentProblem, SwellError
 from swell.experiments.schema import (
+    Experiment,
     RunPlan,
     _sweep_lines,
     expand_runs,
@@ -86,9 +95,26 @@ def check_plan(plan: RunPlan, base_dir: Path) -> list[str]:
     return warnings
 
 
-def check_experiment(path: str | os.PathLike[str], full: bool = False) -> CheckSummary:
+def host_problems(exp: Experiment) -> list[tuple[str, EnvironmentProblem]]:
+    """What this host lacks to run one configuration, per part: each kind's
+    :meth:`~swell.generators.kind.TrafficKind.check` (its programs on PATH, swell's
+    native binaries), as ``swell run`` asks it before the run."""
+    found = []
+    for part, spec in (("background", exp.background), ("foreground", exp.foreground)):
+        try:
+            registry.make(part, spec).check()
+        except EnvironmentProblem as exc:
+            found.append((part, exc))
+    return found
+
+
+def check_experiment(path: str | os.PathLike[str], full: bool = False,
+                     host: bool = False) -> CheckSummary:
     """Validate an experiment file as far as a run goes without the host; raise the first
-    problem as a one-line :class:`SwellError` naming file and line."""
+    problem as a one-line :class:`SwellError` naming file and line.
+
+    Then what this host lacks for any configuration (:func:`host_problems`): with
+    ``host`` the first is raised (exit 3; ``swell run``), else each is a warning."""
     path = str(path)
     exp = load_experiment(path, full=full)
     plans = expand_runs(exp, path)
@@ -97,6 +123,7 @@ def check_experiment(path: str | os.PathLike[str], full: bool = False) -> CheckS
     base_dir = Path(path).resolve().parent
     seen: set[str] = set()
     warnings: list[str] = []
+    lacking: list[tuple[str, EnvironmentProblem]] = []  # (configuration and part, problem)
     for plan in plans:
         if plan.key in seen:
             continue
@@ -117,6 +144,14 @@ def check_experiment(path: str | os.PathLike[str], full: bool = False) -> CheckS
                 where = sweep_item_where(path, lines, keys[j], idx[j])
             cfg = f"configuration {plan.label!r}: " if keys else ""
             raise SwellError(where, f"{cfg}{exc.one_line()}") from None
+        cfg = f"configuration {plan.label!r}: " if keys else ""
+        lacking += [(f"{cfg}{part}: ", exc) for part, exc in host_problems(plan.spec)]
+    if lacking and host:
+        raise lacking[0][1]  # only after every configuration's file checks passed
+    for cfg, exc in lacking:
+        line = f"{cfg}{exc.one_line()}; 'swell run' on this host stops there (exit 3)"
+        if line not in warnings:
+            warnings.append(line)
     return CheckSummary(
         configurations=len(seen),
         runs=len(plans),

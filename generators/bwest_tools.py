@@ -9,12 +9,20 @@ estimators.
 * **pathload**: ``pathload_snd -i`` (persistent) on the foreground server;
   on the client ``pathload_rcv -s SERVER`` one measurement after another for
   the whole run, each parsed from its ``Available bandwidth range : a - b
-  (Mbps)`` line (or ``greater than``/``< minimum`` bounds). One that runs past
+  (Mbps)`` line (or its ``greater than`` lower bound; ``Avail-bw < minimum
+  sending rate`` and a sender that refuses give none). One that runs past
   ``timeout_s`` is killed and recorded as a timeout.
 * **pathChirp**: ``pathchirp_snd`` on the server, ``pathchirp_rcv -S SERVER
   -t DURATION`` on the client; it writes its smoothed estimates (``time
   Mbit/s`` lines) to ``<src>_<dst>_<time>.instbw`` in its working directory
   (the foreground's run folder), read after it stops.
+
+Each pathload_rcv's output, finished or killed, is kept with its log of fleets
+(``pathload_rcv-NNN.txt`` and ``.log``) and pathChirp's ``.instbw`` stays in
+the run folder, so a run's estimates can be re-derived from the tools' own
+words. Turning those outputs into estimates is two pure functions,
+:func:`pathload_estimate` and :func:`pathchirp_estimates`, tested on outputs
+captured from the real tools (``tests/data/bwest_tools/``).
 
 Readiness is the sender's listening socket seen with ``ss`` in its place (a
 test connection would start a measurement). Their probe bytes are not
@@ -31,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from swell.errors import SwellError
+from swell.fsutil import write_text
 from swell.generators.base import Generator, GenResult
 from swell.placement import Endpoint, Place
 
@@ -63,6 +72,35 @@ def parse_instbw(text: str) -> list[tuple[float, float]]:
             except ValueError:
                 continue
     return out
+
+
+def pathload_estimate(text: str, timed_out: bool, t_start: float, t_end: float
+                      ) -> dict[str, Any] | None:
+    """The estimate of one pathload_rcv measurement from its output and span (wall clock).
+
+    A measurement killed at ``timeout_s`` is a timeout without a range, whatever it
+    printed before; one that ended without a range (``Avail-bw < minimum sending
+    rate``, a sender that did not answer) gives no estimate (None). The estimate is
+    the range's midpoint, or its lower bound for an open range."""
+    low, high = (None, None) if timed_out else parse_pathload(text)
+    if low is None and not timed_out:
+        return None
+    mid = None if low is None else (low if high is None else (low + high) / 2)
+    return {"t_start": t_start, "t_end": t_end, "low_mbps": low, "high_mbps": high,
+            "estimate_mbps": mid, "probe_bytes": None, "timeout": timed_out}
+
+
+def pathchirp_estimates(text: str, started: float) -> list[dict[str, Any]]:
+    """Estimates from pathChirp's ``.instbw`` text: each spans from the previous one's
+    time (the first from ``started``, when pathchirp_rcv was started) to its own."""
+    estimates = []
+    prev = started
+    for t, mbps in parse_instbw(text):
+        estimates.append({"t_start": min(prev, t), "t_end": t, "low_mbps": mbps,
+                          "high_mbps": mbps, "estimate_mbps": mbps, "probe_bytes": None,
+                          "timeout": False})
+        prev = t
+    return estimates
 
 
 def wait_listening(place: Place, proto: str, port: int, alive: Any, what: str,
@@ -103,6 +141,7 @@ class PathloadGenerator(Generator):
         self.stop_event = threading.Event()
         self.thread: threading.Thread | None = None
         self.estimates: list[dict[str, Any]] = []
+        self.measurements = 0  # pathload_rcv runs so far (their outputs' numbers)
 
     def check(self) -> None:
         pass
@@ -119,7 +158,10 @@ class PathloadGenerator(Generator):
                        timeout)
 
     def _one(self) -> None:
-        argv = ["pathload_rcv", "-s", self.server.ip, "-o", str(self.out / "pathload.log")]
+        # its own log per measurement (``-o`` truncates: the next one emptied the log of
+        # a measurement killed at its timeout, the one worth reading)
+        log = self.out / f"pathload_rcv-{self.measurements + 1:03d}.log"
+        argv = ["pathload_rcv", "-s", self.server.ip, "-o", str(log)]
         if self.spec.resolution_mbps:
             argv += ["-w", f"{self.spec.resolution_mbps:g}"]
         t0 = time.time()
@@ -131,16 +173,15 @@ class PathloadGenerator(Generator):
             timeout = False
         except subprocess.TimeoutExpired:
             _stop(self.rcv)
-            text, timeout = "", True
+            text, _ = self.rcv.communicate()  # what it printed before it was killed
+            timeout = True
+        self.measurements += 1
+        write_text(self.out / f"pathload_rcv-{self.measurements:03d}.txt", text or "")
         if self.stop_event.is_set() and not timeout:
             return  # cut short by the end of the run
-        low, high = parse_pathload(text or "")
-        if low is None and not timeout:
-            return
-        mid = None if low is None else (low if high is None else (low + high) / 2)
-        self.estimates.append({"t_start": t0, "t_end": time.time(), "low_mbps": low,
-                               "high_mbps": high, "estimate_mbps": mid, "probe_bytes": None,
-                               "timeout": timeout})
+        e = pathload_estimate(text or "", timeout, t0, time.time())
+        if e is not None:
+            self.estimates.append(e)
 
     def _loop(self) -> None:
         while not self.stop_event.is_set():
@@ -217,14 +258,8 @@ class PathchirpGenerator(Generator):
 
     def collect(self, warmup_s: float = 0.0) -> GenResult:
         files = sorted(self.out.glob("*.instbw"))
-        pairs = parse_instbw("".join(f.read_text(errors="replace") for f in files))
-        estimates = []
-        prev = self.started
-        for t, mbps in pairs:
-            estimates.append({"t_start": min(prev, t), "t_end": t, "low_mbps": mbps,
-                              "high_mbps": mbps, "estimate_mbps": mbps, "probe_bytes": None,
-                              "timeout": False})
-            prev = t
+        estimates = pathchirp_estimates("".join(f.read_text(errors="replace") for f in files),
+                                        self.started)
         return GenResult(self.name, {}, {"estimates": estimates, "probe_bytes": None,
                                          "server_ip": self.server.ip,
                                          "client_ip": self.client.ip},
