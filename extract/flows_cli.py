@@ -9,7 +9,13 @@ decodes the export datagrams that arrive for N seconds, and writes the same.
 
 Bad input is one line naming the file (``swell: FILE#3: malformed NetFlow
 datagram: ...``) and exit status 2; output is written only after every input
-was read, atomically, so a failed read leaves no file behind.
+was read, atomically, so a failed read leaves no file behind. Outputs never
+destroy: ``-o`` refuses an existing file that is not a previous flow file
+(``--force`` replaces it; :func:`swell.fsutil.check_output`), checked before
+anything is read. A damaged capture (cut or corrupt records) is read and the
+loss reported on stderr (``swell: warning: FILE: damaged capture: ...``), as
+``swell extract`` does; records with implausible times (bogus exporter clocks,
+``swell.extract.flows.timecheck``) are counted in the summary, not dropped.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from swell.extract.flows import FORMATS, ExportDecoder, FlowTable, read_flows
+from swell.extract.flows import FORMATS, ExportDecoder, FlowTable, read_flows, timecheck
 from swell.extract.flows.sources import collect
+from swell.extract.flows.table import is_flow_file
+from swell.fsutil import check_output
 
 READ_EPILOG = """\
 formats (--format auto decides per input):
@@ -33,6 +41,7 @@ formats (--format auto decides per input):
                exporter is the file name less its _tpl/_data suffix)
   pcap-flows   packet captures turned into flows: --engine tracker (swell's
                connection tracker, default) or nfpcapd
+  npz          a flow file written by swell flows read|collect -o FILE.npz
 
 Export inputs given together share one template cache: pass the template
 capture and the data capture in one command. A malformed datagram stops the
@@ -47,8 +56,13 @@ examples:
 """
 
 COLLECT_EPILOG = """\
+It prints "listening on ADDR:PORT" on stderr once bound (port 0: a free one).
+--idle S stops S seconds after the last datagram (once one came).
+
 examples:
   swell flows collect --listen 0.0.0.0:2055 --seconds 300 -o flows.npz
+  swell flows collect --listen 127.0.0.1:0 --seconds 60 --idle 2 -o flows.npz
+  swell harpoon extract flows.npz -o model      # the collector's output is a flow input
   softflowd -r trace.pcap -n 127.0.0.1:9995 -v 10 &   # in another shell
   swell flows collect --listen 127.0.0.1:9995 --seconds 30 -o flows.csv
 """
@@ -77,6 +91,8 @@ def register(subparsers: Any) -> None:
         help="how pcap-flows become flows (tracker)",
     )
     rd.add_argument("-o", "--output", metavar="FILE", help="write the flows (.npz or .csv)")
+    rd.add_argument("--force", action="store_true",
+                    help="replace an existing -o file that is not a previous flow file")
     rd.add_argument(
         "--skip-bad",
         action="store_true",
@@ -96,22 +112,37 @@ def register(subparsers: Any) -> None:
     )
     co.add_argument("--listen", required=True, metavar="ADDR:PORT", help="e.g. 0.0.0.0:2055")
     co.add_argument("--seconds", type=float, required=True, help="how long to collect")
+    co.add_argument("--idle", type=float, metavar="S",
+                    help="stop S seconds after the last datagram (once one arrived)")
     co.add_argument("-o", "--output", required=True, metavar="FILE", help=".npz or .csv")
+    co.add_argument("--force", action="store_true",
+                    help="replace an existing -o file that is not a previous flow file")
     co.add_argument("--json", action="store_true", help="print the summary as JSON")
     co.set_defaults(func=cmd_collect)
     flows.set_defaults(func=lambda _args: (flows.print_help(), 2)[1])
 
 
-def _check_output(path: str | None) -> None:
+def _check_output(path: str | None, force: bool) -> None:
     from swell.errors import SwellError
 
-    if path and Path(path).suffix.lower() not in (".npz", ".csv"):
+    if not path:
+        return
+    if Path(path).suffix.lower() not in (".npz", ".csv"):
         raise SwellError(path, "output must end in .npz or .csv")
+    check_output(path, is_previous=is_flow_file, what="swell flow file", force=force,
+                 directory=False)
+
+
+def report_damage(table: FlowTable) -> None:
+    """One stderr line per damaged capture (what the reader skipped; see reader.py)."""
+    for d in table.damage.values():
+        print(f"swell: warning: {d['line']}", file=sys.stderr)
 
 
 def cmd_read(args: argparse.Namespace) -> int:
-    _check_output(args.output)
+    _check_output(args.output, args.force)
     table = read_flows(args.inputs, fmt=args.format, strict=not args.skip_bad, engine=args.engine)
+    report_damage(table)
     if args.output:
         table.save(args.output)
     _report(table, args.json, args.datagrams)
@@ -119,13 +150,22 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    _check_output(args.output)
+    from swell.errors import SwellError
+
+    _check_output(args.output, args.force)
+    if args.idle is not None and not args.idle > 0:
+        raise SwellError(str(args.idle), "--idle must be positive seconds")
     dec = ExportDecoder(strict=False)  # network input: malformed datagrams are counted
-    n = collect(dec, args.listen, args.seconds)
+
+    def ready(addr: tuple[str, int]) -> None:
+        host = f"[{addr[0]}]" if ":" in addr[0] else addr[0]
+        print(f"swell: listening on {host}:{addr[1]}", file=sys.stderr, flush=True)
+
+    n = collect(dec, args.listen, args.seconds, ready, idle_s=args.idle)
     table = dec.finish(kind="udp")
     table.save(args.output)
     if not args.json:
-        print(f"received {n} datagrams on {args.listen} in {args.seconds:g} s")
+        print(f"received {n} datagrams on {args.listen}")
     _report(table, args.json, False)
     return 0
 
@@ -150,7 +190,17 @@ def format_summary(table: FlowTable) -> str:
         ("first start", _ts(s["first_ns"])),
         ("last end", _ts(s["last_ns"])),
     ]
+    tc = timecheck.check(table)
+    if len(table):
+        rows.append(("span", timecheck.human_span((s["last_ns"] - s["first_ns"]) / 1e9)))
     lines = [f"  {k:<14} {v}" for k, v in rows]
+    if tc.n_dropped or tc.span_s > timecheck.DEFAULT_MAX_SPAN_S:
+        lines.append("  implausible times (swell harpoon extract drops these records, and "
+                     "refuses a span over 31 days):")
+        lines += [f"    {n:>8,}  {r}" for r, n in sorted(tc.dropped.items())]
+        if tc.span_s > timecheck.DEFAULT_MAX_SPAN_S:
+            lines.append(f"    the rest spans {timecheck.human_span(tc.span_s)}: exporter "
+                         f"{tc.first[1]} to exporter {tc.last[1]}")
     bad = [d for d in table.datagrams if not d.ok]
     if table.undecodable or bad:
         lines.append("  undecodable:")

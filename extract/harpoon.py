@@ -4,6 +4,13 @@ Input is a :class:`~swell.extract.flows.FlowTable` (any flow source: nfcapd,
 NetFlow v5/v9/IPFIX, a pcap through swell's tracker or nfpcapd). The steps
 follow the paper's section 3 and Harpoon's ``selfconf`` scripts:
 
+0. **Times screened** (:func:`swell.extract.flows.timecheck.screen`): records
+   of bogus exporter clocks (before 1996, in the future) and a single
+   exporter's stray timestamps (further than ``max_span_s`` from its median)
+   are dropped and counted in the notes; flows that still span more than
+   ``max_span_s`` (31 days) are a one-line error. Only TCP and UDP records are
+   modelled; the model's clock (interval 0) starts at the first of them, so
+   ICMP seen by nfpcapd but not by swell's tracker does not shift the grid.
 1. **Flow surgery**: records of the same 5-tuple that follow each other
    within ``coalesce_gap_s`` (end of one to start of the next) and whose first
    part carries no FIN/RST were cut by the exporter's active timeout; they are
@@ -49,6 +56,7 @@ import numpy as np
 
 from swell.errors import SwellError
 from swell.extract.flows.table import FlowTable, format_addresses
+from swell.extract.flows.timecheck import DEFAULT_MAX_SPAN_S, screen
 
 TCP, UDP = 6, 17
 FIN, SYN, RST = 1, 2, 4
@@ -65,6 +73,7 @@ class HarpoonParams:
     coalesce_gap_s: float = 1.0
     trials: int = 100
     seed: int = 1
+    max_span_s: float = DEFAULT_MAX_SPAN_S
 
     def check(self) -> None:
         if not self.interval_s > 0:
@@ -74,6 +83,8 @@ class HarpoonParams:
                                         f"not {self.max_ict_s}")
         if self.trials < 1:
             raise SwellError("harpoon", "trials must be at least 1")
+        if not self.max_span_s > 0:
+            raise SwellError("harpoon", f"max span must be positive, not {self.max_span_s}")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -358,7 +369,14 @@ def fit(t: FlowTable, p: HarpoonParams) -> Fit:
     p.check()
     if len(t) == 0:
         raise SwellError("harpoon", "no flow records in the input")
+    t, times = screen(t, p.max_span_s)
     f, merged = coalesce(t, p.coalesce_gap_s)
+    other = int((~np.isin(f["proto"], (TCP, UDP))).sum())
+    if other:  # ICMP and the rest are not modelled; nor do they set the clock
+        f = {k: (v[np.isin(f["proto"], (TCP, UDP))] if k not in ("hosts_hi", "hosts_lo")
+                 else v) for k, v in f.items()}
+    if f["start_ns"].size == 0:
+        raise SwellError("harpoon", "no TCP or UDP flow records in the input")
     t0 = int(f["start_ns"].min())
     s = (f["start_ns"] - t0) / 1e9
     e = np.maximum((f["end_ns"] - t0) / 1e9, s)
@@ -370,7 +388,8 @@ def fit(t: FlowTable, p: HarpoonParams) -> Fit:
         raise SwellError("harpoon", f"no TCP flow with SYN and FIN/RST carrying at least "
                                     f"{p.min_file_bytes} bytes: no file sizes (are TCP flags "
                                     f"exported?)")
-    files = payload[is_file]
+    files = np.sort(payload[is_file])  # sorted: the model depends on the flows, not
+    # on the order an input format lists them in (the draws index these arrays)
     cli, srv, from_client = roles(f)
     # inter-connection times per (client, server) pair, from the client's SYN records
     syn = np.flatnonzero(tcp & from_client & ((f["flags"] & SYN) != 0))
@@ -378,8 +397,8 @@ def fit(t: FlowTable, p: HarpoonParams) -> Fit:
     same = (f["src"][o][1:] == f["src"][o][:-1]) & (f["dst"][o][1:] == f["dst"][o][:-1])
     ict = np.diff(s[o])[same]
     too_long = int((ict > p.max_ict_s).sum())
-    ict = ict[ict <= p.max_ict_s]
-    notes = []
+    ict = np.sort(ict[ict <= p.max_ict_s])
+    notes = times.notes()
     if ict.size == 0:
         notes.append("no address pair opened two connections within the inter-connection "
                      "bound: each session makes one connection per interval")
@@ -411,7 +430,7 @@ def fit(t: FlowTable, p: HarpoonParams) -> Fit:
     counts = {
         "records": len(t), "flows_after_surgery": len(f["start_ns"]), "coalesced": merged,
         "tcp_flows": int(tcp.sum()), "udp_flows": int((f["proto"] == UDP).sum()),
-        "other_flows": int((~tcp & (f["proto"] != UDP)).sum()),
+        "other_flows": other, "time_dropped": times.n_dropped,
         "tcp_with_syn_and_fin": int(marked.sum()), "files": int(is_file.sum()),
         "dropped_small": int((marked & ~is_file).sum()),
         "ict_samples": int(ict.size), "ict_over_bound": too_long,

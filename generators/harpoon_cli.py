@@ -5,8 +5,9 @@ draws the run's schedule (:func:`swell.generators.harpoon.harpoon_schedule`),
 writes it to the output directory, serves on the server addresses (in
 ``--dst-ns``) and runs the sessions (in ``--src-ns``) with swell's native
 engine, then prints one JSON line: the per-interval targets next to what the
-clients received. The addresses must exist in those namespaces (the pools'
-i-th address is the i-th given). Registered through ``HarpoonKind.cli``.
+clients received (TCP file bytes, and UDP response bytes). The addresses must
+exist in those namespaces (the pools' i-th address is the i-th given).
+Registered through ``HarpoonKind.cli``.
 """
 
 from __future__ import annotations
@@ -39,12 +40,18 @@ def cmd_harpoon(args: argparse.Namespace) -> int:
                                      client=place(args.src_ns), duration_s=args.duration))
     res = run_generator(gen, duration_s=None, warmup_s=args.warmup, label="harpoon")
     meta: dict[str, Any] = sched.meta
-    got = interval_bytes(load_records(res.files["records"]), meta["interval_s"],
-                         len(meta["intervals"]))
+    recs = load_records(res.files["records"])
+    n, length = len(meta["intervals"]), meta["interval_s"]
+    got = interval_bytes(recs, length, n)
+    udp = interval_bytes(recs, length, n, "udp")
     print(json.dumps({**res.summary, "records": str(res.files["records"]),
                       "intervals": [{"target": round(iv["target_bytes"]),
-                                     "received": int(g), "sessions": iv["tcp_sessions"]}
-                                    for iv, g in zip(meta["intervals"], got, strict=True)]},
+                                     "offered": round(iv["offered_bytes"]),
+                                     "received": int(g), "sessions": iv["tcp_sessions"],
+                                     "udp_sources": iv.get("udp_sources", 0),
+                                     "udp_received": int(u)}
+                                    for iv, g, u in zip(meta["intervals"], got, udp,
+                                                        strict=True)]},
                      default=str))
     return 0
 

@@ -21,7 +21,7 @@ fi
 APT_PACKAGES=(
   python3 python3-venv python3-dev python3-pip
   iproute2 ethtool iptables tcpdump tshark mininet
-  d-itg httperf apache2 tcpreplay nfdump iperf3
+  d-itg httperf apache2 tcpreplay nfdump softflowd iperf3
   build-essential pkg-config curl ca-certificates git procps psmisc kmod iputils-ping libxxhash0
   ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav socat

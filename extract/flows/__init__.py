@@ -11,7 +11,13 @@ observation domain, sampling rate applied):
   (:mod:`.sources`), decoded by swell's own decoder (:mod:`.decoder`; why not
   a library: ``docs/flows.md``);
 * flows made from a packet capture, by swell's connection tracker
-  (:mod:`.tracker`) or by ``nfpcapd``.
+  (:mod:`.tracker`: per direction records cut at the inactive and active
+  timeouts, as an exporter cuts them) or by ``nfpcapd``;
+* a flow file swell wrote (``swell flows read|collect -o FILE.npz``).
+
+:mod:`.timecheck` screens the times (bogus exporter clocks, spans no model
+can use) for the Harpoon fit; :mod:`.compare` measures the decoder against
+other decoders and nfdump, field by field.
 
 The CLI is :mod:`swell.extract.flows_cli` (``swell flows read|collect``).
 """

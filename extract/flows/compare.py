@@ -22,6 +22,12 @@ Decoders:
   so only the group's flow count is known; a group with fewer flows than
   swell decoded counts its datagrams as failed ("fewer flows").
 
+Field values: swell's records and nfdump's are paired per group
+(:func:`field_agreement`: same addresses, ports and protocol, then in start
+order) and every field compared (start and end at nfdump's millisecond,
+packets, bytes, TCP flags): the JSON's ``nfdump_fields`` per group says how many
+records are identical and which fields differ where they are not.
+
 A datagram "decodes" when the decoder reports no error for it and nothing of
 it stays waiting for a template.
 """
@@ -44,6 +50,7 @@ from typing import Any
 from swell.extract.flows.decoder import ExportDecoder
 from swell.extract.flows.nfcapd import need, read_nfcapd
 from swell.extract.flows.sources import datagram_files, datagram_group, udp_payloads
+from swell.extract.flows.table import FlowTable
 
 Group = tuple[str, str, list[tuple[str, bytes]]]  # (set, group, [(source, datagram)])
 LOGSTASH, AKVORADO = "logstash_codec_netflow_dat", "akvorado_testdata"
@@ -170,6 +177,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _rx_queue(port: int) -> int:
+    """Bytes waiting in the receive queue of the UDP socket bound to 127.0.0.1:port."""
+    want = f"0100007F:{port:04X}"
+    try:
+        lines = Path("/proc/net/udp").read_text().splitlines()[1:]
+    except OSError:
+        return 0
+    for ln in lines:
+        f = ln.split()
+        if len(f) > 4 and f[1] == want:
+            return int(f[4].split(":")[1], 16)
+    return 0
+
+
 def _port_taken(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         try:
@@ -179,8 +200,39 @@ def _port_taken(port: int) -> bool:
     return False
 
 
-def run_nfdump(group: Group) -> int:
-    """Flows nfcapd stored for the group's datagrams (sent over loopback)."""
+FIELDS = ("start_ms", "end_ms", "packets", "bytes", "tcp_flags")
+
+
+def field_agreement(a: FlowTable, b: FlowTable) -> dict[str, Any]:
+    """Records of ``a`` and ``b`` paired by (addresses, ports, protocol) in start order,
+    their fields compared: {"a", "b", "paired", "identical", "differ": {field: n}}."""
+
+    def rows(t: FlowTable) -> dict[tuple[int, ...], list[tuple[int, ...]]]:
+        c = t.cols
+        out: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        for i in range(len(t)):
+            key = tuple(int(c[k][i]) for k in ("src_hi", "src_lo", "dst_hi", "dst_lo",
+                                               "sport", "dport", "proto"))
+            out.setdefault(key, []).append((
+                int(c["start_ns"][i]) // 10**6, int(c["end_ns"][i]) // 10**6,
+                int(c["packets"][i]), int(c["bytes"][i]), int(c["tcp_flags"][i])))
+        return out
+
+    ra, rb = rows(a), rows(b)
+    differ: Counter[str] = Counter()
+    paired = identical = 0
+    for key, xs in ra.items():
+        for x, y in zip(sorted(xs), sorted(rb.get(key, [])), strict=False):
+            paired += 1
+            bad = [f for f, u, v in zip(FIELDS, x, y, strict=True) if u != v]
+            differ.update(bad)
+            identical += not bad
+    return {"a": len(a), "b": len(b), "paired": paired, "identical": identical,
+            "differ": dict(differ)}
+
+
+def nfcapd_table(datagrams: list[bytes]) -> FlowTable | None:
+    """What nfcapd stored for ``datagrams`` sent to it over loopback (None: nothing)."""
     nfcapd = need("nfcapd")
     with tempfile.TemporaryDirectory(prefix="swell-nfcapd-") as tmp:
         port = _free_port()
@@ -196,15 +248,30 @@ def run_nfdump(group: Group) -> int:
                     raise RuntimeError("nfcapd did not start")
                 time.sleep(0.01)
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                for _, data in group[2]:
+                for data in datagrams:
                     s.sendto(data, ("127.0.0.1", port))
                     time.sleep(0.002)  # keep datagram order through the collector
+            deadline = time.monotonic() + 10
+            while _rx_queue(port) and time.monotonic() < deadline:  # nfcapd read them all
+                time.sleep(0.01)
             time.sleep(0.2)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
         files = [p for p in Path(tmp).rglob("nfcapd.*") if p.is_file()]
-        return sum(len(read_nfcapd([f])) for f in files)
+        return read_nfcapd(files) if files else None
+
+
+def run_nfdump(group: Group) -> FlowTable | None:
+    """Flows nfcapd stored for the group's datagrams (sent over loopback)."""
+    return nfcapd_table([d for _, d in group[2]])
+
+
+def _swell_table(group: Group) -> FlowTable:
+    dec = ExportDecoder(strict=False)
+    for src, data in group[2]:
+        dec.feed(data, group[1], src)
+    return dec.finish()
 
 
 def compare(shared: Path, parser_bin: Path | None = None) -> dict[str, Any]:
@@ -217,7 +284,8 @@ def compare(shared: Path, parser_bin: Path | None = None) -> dict[str, Any]:
         pass
     if parser_bin is not None:
         decoders["netflow_parser (crates.io)"] = run_netflow_parser(groups, parser_bin)
-    nf_flows = [run_nfdump(g) for g in groups]
+    nf_tables = [run_nfdump(g) for g in groups]
+    nf_flows = [len(t) if t is not None else 0 for t in nf_tables]
     swell_flows = [o[1] for o in decoders["swell"]]
     decoders["nfdump (nfcapd)"] = [
         ([(s, 0, "" if nf >= sw else f"fewer flows ({nf} vs {sw})") for s, _ in g[2]], nf)
@@ -234,14 +302,24 @@ def compare(shared: Path, parser_bin: Path | None = None) -> dict[str, Any]:
                 "flows": sum(o[1] for g, o in zip(groups, outs, strict=True) if g[0] == dset),
                 "reasons": dict(reasons.most_common()),
             }
+    identical = Counter()
     for i, g in enumerate(groups):
+        versions = sorted({int.from_bytes(d[:2], "big") for _, d in g[2] if len(d) >= 2})
+        nf = nf_tables[i]
+        fields = field_agreement(_swell_table(g), nf) if nf is not None else None
+        if fields:
+            fields = {"swell": fields.pop("a"), "nfdump": fields.pop("b"), **fields}
+            identical["records"] += fields["identical"]
+            identical["paired"] += fields["paired"]
         table["groups"].append(
-            {"set": g[0], "group": g[1], "datagrams": len(g[2])}
+            {"set": g[0], "group": g[1], "datagrams": len(g[2]), "versions": versions}
             | {
                 name: {"flows": outs[i][1], "failed": [r for r in outs[i][0] if r[2]]}
                 for name, outs in decoders.items()
             }
+            | {"nfdump_fields": fields}
         )
+    table["totals"]["nfdump field agreement"] = dict(identical)
     return table
 
 
@@ -262,12 +340,17 @@ def main(argv: list[str] | None = None) -> int:
     print("| decoder | datagram set | datagrams | decoded | failed | flows | reasons |")
     print("|---|---|---|---|---|---|---|")
     for k, v in res["totals"].items():
+        if " | " not in k:
+            continue
         name, dset = k.split(" | ")
         why = "; ".join(f"{n}x {r}" for r, n in v["reasons"].items()) or "-"
         print(
             f"| {name} | {dset} | {v['datagrams']} | {v['decoded']} | {v['failed']} | "
             f"{v['flows']} | {why} |"
         )
+    agree = res["totals"]["nfdump field agreement"]
+    print(f"\nfield values against nfdump: {agree.get('records', 0)} of {agree.get('paired', 0)}"
+          " paired records identical (start, end, packets, bytes, flags)")
     if args.json:
         from swell.fsutil import write_json
 

@@ -13,6 +13,16 @@ Formats (``fmt``; ``auto`` decides per input from its first bytes):
 * ``pcap-flows``: any other capture, turned into flows by swell's connection
   tracker (``engine="tracker"``, the default) or by nfpcapd
   (``engine="nfpcapd"``).
+* ``npz``: a flow table swell wrote (``swell flows read|collect -o FILE.npz``),
+  read back as it was; ``auto`` picks it for a zip file with swell's members.
+
+Damaged captures (a cut last record, a corrupt record length: what swell's
+trace reader skips and resyncs over) are read, and what was lost is put in
+:attr:`FlowTable.damage` per file for the caller to report (``swell flows
+read`` and ``swell harpoon extract`` print it, as ``swell extract`` does).
+Export captures and the nfpcapd engine do not go through swell's reader, so
+the capture is scanned once with it for that; nfpcapd (libpcap) stops at a
+corrupt record, and the packets it did not turn into flows are reported too.
 
 Export inputs (``pcap-export``, ``datagrams``) share one decoder, so templates
 from one file serve data in the next; everything else is read per input and
@@ -27,6 +37,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,10 +45,17 @@ from swell.errors import SwellError
 from swell.extract.flows.decoder import ExportDecoder
 from swell.extract.flows.nfcapd import is_nfcapd, read_nfcapd, read_pcap_via_nfpcapd
 from swell.extract.flows.sources import feed_datagram_files, feed_pcap, looks_like_export_pcap
-from swell.extract.flows.table import COLUMNS, FlowTable, empty_columns
+from swell.extract.flows.table import (
+    COLUMNS,
+    CSV_HEADER,
+    FlowTable,
+    empty_columns,
+    is_flow_file,
+)
 from swell.extract.flows.tracker import read_pcap_via_tracker
+from swell.extract.reader import last_damage, open_trace
 
-FORMATS = ("auto", "nfcapd", "pcap-export", "datagrams", "pcap-flows")
+FORMATS = ("auto", "nfcapd", "pcap-export", "datagrams", "pcap-flows", "npz")
 ENGINES = ("tracker", "nfpcapd")
 PCAP_MAGICS = (b"\xa1\xb2\xc3\xd4", b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x4d\x3c\xb2\xa1")
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
@@ -59,11 +77,26 @@ def detect_format(path: Path) -> str:
         raise SwellError(path, f"cannot read ({exc.strerror})") from None
     if head[:2] == b"\x0c\xa5":
         return "nfcapd"
+    if head == b"PK\x03\x04":
+        if is_flow_file(path):
+            return "npz"
+        raise SwellError(path, "a zip/.npz file but not a swell flow file (swell flows read -o)")
+    if head == CSV_HEADER[:4].encode() and _first_line(path) == CSV_HEADER:
+        raise SwellError(path, "a swell flow CSV: give the .npz instead (swell flows read "
+                               "INPUT -o FILE.npz), CSV is for other tools")
     if head in PCAP_MAGICS or head == PCAPNG_MAGIC:
         return "pcap-export" if looks_like_export_pcap(path) else "pcap-flows"
     if len(head) >= 2 and int.from_bytes(head[:2], "big") in (5, 9, 10):
         return "datagrams"
     raise SwellError(path, "not an nfcapd file, a capture or a NetFlow/IPFIX datagram")
+
+
+def _first_line(path: Path) -> str:
+    try:
+        with open(path, errors="replace") as fh:
+            return fh.readline(len(CSV_HEADER) + 2).rstrip("\n")
+    except OSError:
+        return ""
 
 
 def read_flows(
@@ -82,6 +115,7 @@ def read_flows(
         raise SwellError("flows", "no input given")
     kinds = [detect_format(p) if fmt == "auto" else fmt for p in paths]
     tables: list[FlowTable] = []
+    damage: dict[str, dict[str, Any]] = {}
     dec: ExportDecoder | None = None
     for path, kind in zip(paths, kinds, strict=True):
         if not path.exists():
@@ -90,14 +124,19 @@ def read_flows(
             dec = dec or ExportDecoder(strict=strict)
             if kind == "pcap-export":
                 feed_pcap(dec, path)
+                damage.update(_scan_damage(path))
             else:
                 feed_datagram_files(dec, [path])
         elif kind == "nfcapd":
             tables.append(read_nfcapd([path]))
+        elif kind == "npz":
+            tables.append(FlowTable.load(path))
         elif engine == "nfpcapd":
             tables.append(read_pcap_via_nfpcapd(path))
+            tables[-1].damage.update(_scan_damage(path, tables[-1].packets))
         else:
             tables.append(read_pcap_via_tracker(path))
+            tables[-1].damage.update(_damage_of(path))
     if dec is not None:
         tables.insert(
             0,
@@ -105,7 +144,34 @@ def read_flows(
                 kind="/".join(sorted({k for k in kinds if k in ("pcap-export", "datagrams")}))
             ),
         )
+        tables[0].damage.update(damage)
     return concat(tables)
+
+
+def _damage_of(path: Path, extra: str = "") -> dict[str, dict[str, Any]]:
+    """The damage swell's reader met when it last read ``path`` (empty if none)."""
+    d = last_damage(path)
+    if not d and not extra:
+        return {}
+    out: dict[str, Any] = d.to_json() if d else {"reasons": {}, "skipped_packets": 0,
+                                                  "first_offset": None}
+    line = d.one_line() if d else f"{path}:"
+    out["line"] = line + (f"; {extra}" if extra else "")
+    return {str(path): out}
+
+
+def _scan_damage(path: Path, tool_packets: int | None = None) -> dict[str, dict[str, Any]]:
+    """Read a capture once with swell's reader for its damage; with ``tool_packets``
+    (what nfpcapd turned into flows), also say how many IP packets the tool missed."""
+    ip = 0
+    with open_trace(path) as tr:
+        for ch in tr.chunks():
+            ip += int((ch.ipver > 0).sum())
+    extra = ""
+    if tool_packets is not None and tool_packets < ip and last_damage(path):
+        extra = (f"nfpcapd turned {tool_packets:,} of its {ip:,} IP packets into flows "
+                 f"(libpcap stops at a damaged record)")
+    return _damage_of(path, extra)
 
 
 def concat(tables: list[FlowTable]) -> FlowTable:
@@ -116,7 +182,9 @@ def concat(tables: list[FlowTable]) -> FlowTable:
     cols: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
     undecodable: Counter[str] = Counter()
     notes: Counter[str] = Counter()
+    damage: dict[str, dict[str, Any]] = {}
     for t in tables:
+        damage.update(t.damage)
         remap = np.array(
             [exporters.setdefault(e, len(exporters)) for e in t.exporters] or [0], dtype=np.int32
         )
@@ -133,4 +201,5 @@ def concat(tables: list[FlowTable]) -> FlowTable:
         undecodable=dict(undecodable),
         notes=dict(notes),
         datagrams=[d for t in tables for d in t.datagrams],
+        damage=damage,
     )

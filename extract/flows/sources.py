@@ -205,11 +205,14 @@ def collect(
     seconds: float,
     ready: Callable[[tuple[str, int]], None] | None = None,
     max_datagrams: int | None = None,
+    idle_s: float | None = None,
 ) -> int:
     """Receive export datagrams on ``listen`` for ``seconds`` and decode them.
 
     ``ready`` is called with the bound (address, port) once the socket listens
-    (port 0 picks a free one). Returns the number of datagrams received."""
+    (port 0 picks a free one). ``idle_s``: stop that long after the last
+    datagram, once one arrived (an exporter replaying a file is done).
+    Returns the number of datagrams received."""
     addr, port = parse_listen(listen)
     family = socket.AF_INET6 if ":" in addr else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM)
@@ -227,8 +230,12 @@ def collect(
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            if idle_s is not None and n:
+                left = min(left, idle_s)
             r, _, _ = select.select([sock], [], [], left)
             if not r:
+                if idle_s is not None and n:
+                    break
                 continue
             data, peer = sock.recvfrom(65535)
             n += 1

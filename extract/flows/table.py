@@ -29,6 +29,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +132,9 @@ class FlowTable:
     undecodable: dict[str, int] = field(default_factory=dict)
     notes: dict[str, int] = field(default_factory=dict)
     datagrams: list[DatagramResult] = field(default_factory=list)
+    # input path -> damage the capture reader met in it (swell.extract.reader.Damage:
+    # "reasons", "skipped_packets", "first_offset", and "line" for the screen)
+    damage: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.cols["start_ns"])
@@ -164,6 +168,7 @@ class FlowTable:
             "sampled_flows": int((c["sampling"] > 1).sum()),
             "undecodable": dict(self.undecodable),
             "notes": dict(self.notes),
+            "damage": dict(self.damage),
         }
 
     def save(self, dest: str | os.PathLike[str]) -> None:
@@ -192,7 +197,7 @@ class FlowTable:
         src, dst = self.src_text(), self.dst_text()
         names = [k for k in COLUMNS if k not in ("src_hi", "src_lo", "dst_hi", "dst_lo")]
         with open(path, "w") as fh:
-            fh.write("start_ns,end_ns,src,dst," + ",".join(names[2:]) + "\n")
+            fh.write(CSV_HEADER + "\n")
             for i in range(len(self)):
                 row = [str(c["start_ns"][i]), str(c["end_ns"][i]), src[i], dst[i]]
                 row += [str(c[k][i]) if k != "exporter" else exp[i] for k in names[2:]]
@@ -200,13 +205,22 @@ class FlowTable:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> FlowTable:
+        """A ``.npz`` written by :meth:`save` (``swell flows read|collect -o``)."""
         try:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
                 cols = {k: z[k].astype(t, copy=False) for k, t in COLUMNS.items()}
                 exporters = [str(x) for x in z["exporters"]]
-        except (OSError, KeyError, ValueError) as exc:
-            raise SwellError(path, f"not a swell flow file ({exc})") from None
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+            raise SwellError(path, f"not a swell flow file ({str(exc)[:80]})") from None
+        if not isinstance(meta, dict) or len({len(v) for v in cols.values()}) > 1:
+            raise SwellError(path, "not a swell flow file (columns of different lengths)")
+        if int(meta.get("format_version", 0)) > FORMAT_VERSION:
+            raise SwellError(path, f"flow file format {meta.get('format_version')} is newer "
+                                   f"than this swell reads ({FORMAT_VERSION})")
+        if len(cols["exporter"]) and (int(cols["exporter"].min()) < 0
+                                      or int(cols["exporter"].max()) >= len(exporters)):
+            raise SwellError(path, "not a swell flow file (exporter index out of range)")
         return cls(
             cols=cols,
             exporters=exporters,
@@ -214,7 +228,27 @@ class FlowTable:
             templates=int(meta.get("templates", 0)),
             undecodable=meta.get("undecodable", {}),
             notes=meta.get("notes", {}),
+            damage=meta.get("damage", {}),
         )
+
+
+CSV_HEADER = "start_ns,end_ns,src,dst," + ",".join(
+    k for k in list(COLUMNS)[2:] if k not in ("src_hi", "src_lo", "dst_hi", "dst_lo"))
+
+
+def is_flow_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a previous output of ``swell flows read|collect -o`` (a flow
+    ``.npz`` with swell's ``meta`` member, or a CSV starting with swell's header)."""
+    p = Path(path)
+    try:
+        if p.suffix.lower() == ".csv":
+            with open(p) as fh:
+                return fh.readline().rstrip("\n") == CSV_HEADER
+        with zipfile.ZipFile(p) as z:
+            names = set(z.namelist())
+    except (OSError, UnicodeDecodeError, zipfile.BadZipFile):
+        return False
+    return {"meta.npy", "exporters.npy", "start_ns.npy"} <= names
 
 
 def empty_columns(n: int = 0) -> dict[str, np.ndarray]:

@@ -1,20 +1,39 @@
-"""A compressed day of Harpoon through `swell run` (root; Harpoon's own validation).
+"""Harpoon through `swell run` and `swell gen harpoon` (root; Harpoon's own validation).
 
-Model: the alexa-app capture's flows (file sizes, inter-connection times, 16
-servers' weights) with the per-hour byte targets of one real day (WorldCup98's
-per-minute log, 1 May 1998), 24 intervals of 3600 s run at time_scale 1800:
-2 s per hour, 48 s for the day, at 6 Mbit/s mean. Checks: each interval's TCP
-bytes seen at the bottleneck (server -> client payload, by the interval the
-packet crossed in) within 10% of the model's target; the servers' connection
-counts in the capture rank like the pool's weights (Spearman > 0.9); every
-connection completed.
+Compressed day: the alexa-app capture's flows (file sizes, inter-connection
+times, 16 servers' weights) with the per-hour byte targets of one real day
+(WorldCup98's per-minute log, 1 May 1998), 24 intervals of 3600 s run at
+time_scale 1800: 2 s per hour, 48 s for the day, at 6 Mbit/s mean. TCP bytes
+are counted at the bottleneck (server -> client payload, by the interval the
+packet crossed in).
+
+* ``sessions: construct`` offers each interval's target by construction, so
+  each interval's bytes at the bottleneck within 10% of the target tests the
+  delivery.
+* ``sessions: model`` (the paper's procedure: persistent sessions, counts from
+  Figure 4) varies per interval as the heavy-tailed draws do. Over 400 seeds
+  of this schedule (``bench/harpoon_spread.py``, docs/harpoon/model-spread.txt)
+  the offered/target ratio per interval had sd 0.130 (2 s intervals), the
+  day's total 0.905-1.081 (sd 0.028), the largest deviation of one interval
+  0.551, the sd over one run's 24 intervals at most 0.176, and the
+  correlation of the offered bytes with the targets at least 0.825. The
+  bottleneck must show the schedule's offer per interval within 10%
+  (delivery) and the targets within those bounds, a little wider.
+
+Both check that the servers' connection counts in the capture rank like the
+pool's weights (Spearman > 0.9). A crafted flow table (``tests/harpoon_flows``)
+with 8 clients, 6 servers and one UDP source of each type checks the client
+pool's ranks in the capture and the UDP bytes at the bottleneck, in a short
+run; ``swell gen harpoon`` runs it by hand between two namespaces.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import dpkt
 import numpy as np
@@ -25,75 +44,208 @@ from swell.cli import main as swell_main
 from swell.extract import harpoon as H
 from swell.extract import harpoon_model as HM
 from swell.extract.flows import read_flows
+from tests import harpoon_flows as crafted
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO.parent / "shared" / "data"
 ALEXA = DATA / "pcap" / "ndpi" / "alexa-app.pcapng"
 WC98 = DATA / "weblogs" / "wc98_per_minute_merged.csv"
+ENV = {"SWELL_QUIET": "1", "PATH": "/usr/sbin:/usr/bin:/bin"}
 
 EXP = """
 name: it-harpoon
-duration_s: 48
+duration_s: {duration}
 warmup_s: 0
 topology:
   network: 10.83.0.0/16
-  bottleneck: {rate_mbps: 100, delay_ms: 2, queue_bytes: 500000}
-foreground: {kind: none}
-background: {kind: harpoon, model: model, time_scale: 1800, target_mbps: 6}
+  bottleneck: {{rate_mbps: 100, delay_ms: 2, queue_bytes: 500000}}
+foreground: {{kind: none}}
+background: {{kind: harpoon, model: model, time_scale: {ts}, target_mbps: {mbps},
+             sessions: {sessions}}}
 """
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not (ALEXA.exists() and WC98.exists()), reason="needs ../shared/data (alexa-app, wc98)")]
+# sessions: model, measured on 400 seeds of the compressed day's schedule (module docstring)
+MODEL_DAY = (0.88, 1.12)  # the day's total over its target (400 seeds: 0.905-1.081)
+MODEL_INTERVAL = 0.65  # |received / target - 1| of any interval (400 seeds: 0.551)
+MODEL_SD = 0.21  # sd of received / target over the 24 intervals (400 seeds: 0.176)
+MODEL_CORR = 0.75  # Pearson of the received bytes with the targets (400 seeds: 0.825)
+
+pytestmark = pytest.mark.slow
+needs_day = pytest.mark.skipif(not (ALEXA.exists() and WC98.exists()),
+                               reason="needs ../shared/data (alexa-app, wc98)")
 
 
-def _payload(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(times, TCP payload bytes, destination address) of every packet of a capture."""
-    ts, size, dst = [], [], []
+def _packets(path: Path) -> list[tuple[float, str, str, int, int, bool, int]]:
+    """(time, src, dst, proto, payload or IP bytes, is a SYN, source port) of every IPv4
+    TCP or UDP packet: TCP payload for TCP, IP length for UDP."""
+    out = []
     with open(path, "rb") as fh:
         for t, buf in dpkt.pcap.Reader(fh):
             ip = dpkt.ethernet.Ethernet(buf).data
-            if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
+            if not isinstance(ip, dpkt.ip.IP):
                 continue
-            tcp = ip.data
-            ts.append(t)
-            size.append(ip.len - 4 * ip.hl - 4 * (tcp.off))
-            dst.append(".".join(str(b) for b in ip.dst) if tcp.flags & dpkt.tcp.TH_SYN
-                       and not tcp.flags & dpkt.tcp.TH_ACK else "")
-    return np.array(ts), np.array(size, dtype=float), dst
+            src, dst = (".".join(str(b) for b in a) for a in (ip.src, ip.dst))
+            if isinstance(ip.data, dpkt.tcp.TCP):
+                tcp = ip.data
+                syn = bool(tcp.flags & dpkt.tcp.TH_SYN and not tcp.flags & dpkt.tcp.TH_ACK)
+                out.append((t, src, dst, 6, ip.len - 4 * ip.hl - 4 * tcp.off, syn, tcp.sport))
+            elif isinstance(ip.data, dpkt.udp.UDP):
+                out.append((t, src, dst, 17, ip.len, False, ip.data.sport))
+    return out
 
 
-def test_compressed_day(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    if shutil.which("tcpdump") is None:
-        pytest.skip("tcpdump missing (apt-get install tcpdump)")
-    monkeypatch.setenv("SWELL_QUIET", "1")
+def _run(tmp: Path, model: HM.HarpoonModel, **fmt: Any) -> tuple[Path, dict[str, Any]]:
+    """``swell run`` of EXP with ``model``: (run directory, schedule meta)."""
+    HM.save(model, tmp / "model")
+    (tmp / "exp.yaml").write_text(EXP.format(**fmt))
+    study = tmp / "study"
+    assert swell_main(["run", str(tmp / "exp.yaml"), "-o", str(study)]) == 0
+    run = json.loads((study / "results.json").read_text())["runs"][0]
+    assert run["load"]["connections"]["failed"] == 0, run["load"]["connections"]
+    rdir = next(study.glob("runs/*/rep0"))
+    lines = (rdir / "background" / "schedule.jsonl").read_text().splitlines()
+    meta = json.loads(lines[0])["meta"]
+    # cut by the stop: at most 1% of TCP; UDP sources of the last interval (each sends
+    # up to the interval's end, its pairs a round trip late each) may be
+    start = {s["id"]: s["t"] for s in map(json.loads, lines[1:])}
+    recs = [json.loads(ln) for ln in (rdir / "background" / "records.jsonl").open()]
+    tcp = [r for r in recs if r["proto"] == "tcp"]
+    assert sum(r["error"] == "cut" for r in tcp) <= 0.01 * len(tcp)
+    last = (len(meta["intervals"]) - 1) * meta["interval_s"]
+    assert all(start[r["session"]] >= last for r in recs
+               if r["proto"] == "udp" and r["error"] == "cut")
+    return rdir, meta
+
+
+def _capture(rdir: Path) -> tuple[list, list, float]:
+    """Forward and reverse bottleneck packets, and the run clock's offset in them: the
+    median over the first 100 TCP records of (its SYN in the capture, found by the
+    client's address and port) - (its start). Readiness probes open connections just
+    before the run, so the capture's first SYN is not the run's first."""
+    fwd = _packets(rdir / "capture" / "bottleneck-forward.pcap")
+    rev = _packets(rdir / "capture" / "bottleneck-reverse.pcap")
+    syn: dict[tuple[str, int], float] = {}
+    for p in fwd:  # the first SYN from an address and port: ports are reused later
+        if p[5]:
+            syn.setdefault((p[1], p[6]), p[0])
+    records = [json.loads(ln) for ln in (rdir / "background" / "records.jsonl").open()]
+    offsets = []
+    for r in sorted((r for r in records if r["proto"] == "tcp"), key=lambda r: r["start"]):
+        addr, port = r["client"].rsplit(":", 1)
+        if (addr, int(port)) in syn:
+            offsets.append(syn[addr, int(port)] - r["start"])
+        if len(offsets) == 100:
+            break
+    assert len(offsets) >= 10, "the run's connections are not in the capture"
+    return fwd, rev, float(np.median(offsets))
+
+
+def _tcp_per_interval(rev: list, base: float, meta: dict[str, Any]) -> np.ndarray:
+    n, length = len(meta["intervals"]), meta["interval_s"]
+    t = np.array([p[0] for p in rev if p[3] == 6]) - base
+    b = np.array([p[4] for p in rev if p[3] == 6], dtype=float)
+    return np.histogram(t, bins=np.arange(n + 1) * length, weights=b)[0]
+
+
+def _syn_ranks(fwd: list, meta: dict[str, Any], side: str) -> tuple[float, list[int]]:
+    """Spearman of the SYNs per address of ``side`` in the capture with the pool's weights."""
+    col = 1 if side == "client" else 2
+    counts = [sum(1 for p in fwd if p[5] and p[col] == a) for a in meta[f"{side}s"]]
+    return float(spearmanr(counts, meta[f"{side}_weights"]).statistic), counts
+
+
+def _day_model() -> HM.HarpoonModel:
     p = H.HarpoonParams(interval_s=3600)
     fit = H.reshape(H.fit(read_flows([ALEXA]), p), p, H.read_profile(str(WC98), 3600),
                     WC98.name)
-    HM.save(HM.build(fit, p, {"inputs": [str(ALEXA)]}), tmp_path / "model")
-    (tmp_path / "exp.yaml").write_text(EXP)
-    study = tmp_path / "study"
-    assert swell_main(["run", str(tmp_path / "exp.yaml"), "-o", str(study)]) == 0
-    run = json.loads((study / "results.json").read_text())["runs"][0]
-    conns = run["load"]["connections"]
-    assert conns["failed"] == 0 and conns["cut"] <= 0.01 * conns["started"], conns
-    rdir = next(study.glob("runs/*/rep0"))
-    sched_head = json.loads((rdir / "background" / "schedule.jsonl").open().readline())
-    meta = sched_head["meta"]
+    return HM.build(fit, p, {"inputs": [str(ALEXA)]})
+
+
+@needs_day
+@pytest.mark.parametrize("sessions", ["construct", "model"])
+def test_compressed_day(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sessions: str):
+    if shutil.which("tcpdump") is None:
+        pytest.skip("tcpdump missing (apt-get install tcpdump)")
+    monkeypatch.setenv("SWELL_QUIET", "1")
+    rdir, meta = _run(tmp_path, _day_model(), duration=48, ts=1800, mbps=6, sessions=sessions)
+    fwd, rev, base = _capture(rdir)
+    got = _tcp_per_interval(rev, base, meta)
     targets = np.array([iv["target_bytes"] for iv in meta["intervals"]])
-    length = meta["interval_s"]
-    # the run's clock: the first SYN in the forward capture is the first connection's start
-    records = [json.loads(ln) for ln in (rdir / "background" / "records.jsonl").open()]
-    t_first = min(r["start"] for r in records)
-    fwd_t, _, fwd_dst = _payload(rdir / "capture" / "bottleneck-forward.pcap")
-    syn_t = np.array([t for t, d in zip(fwd_t, fwd_dst, strict=True) if d])
-    base = syn_t.min() - t_first
-    rev_t, rev_b, _ = _payload(rdir / "capture" / "bottleneck-reverse.pcap")
-    got = np.histogram(rev_t - base, bins=np.arange(len(targets) + 1) * length,
-                       weights=rev_b)[0]
+    offered = np.array([iv["offered_bytes"] for iv in meta["intervals"]])
     ratio = got / targets
-    assert np.all(np.abs(ratio - 1) < 0.10), np.round(ratio, 3).tolist()
+    print(f"\n{sessions}: received/target per interval {np.round(ratio, 3).tolist()}")
+    # delivery: what the schedule offered crossed the bottleneck, interval by interval
+    delivered = got / offered
+    assert np.all(np.abs(delivered - 1) < 0.10), np.round(delivered, 3).tolist()
+    if sessions == "construct":
+        assert np.all(np.abs(ratio - 1) < 0.10), np.round(ratio, 3).tolist()
+    else:
+        day = got.sum() / targets.sum()
+        corr = float(np.corrcoef(got, targets)[0, 1])
+        print(f"day {day:.3f}, sd {ratio.std():.3f}, corr {corr:.3f}")
+        assert MODEL_DAY[0] < day < MODEL_DAY[1], day
+        assert np.all(np.abs(ratio - 1) < MODEL_INTERVAL), np.round(ratio, 3).tolist()
+        assert ratio.std() < MODEL_SD and corr > MODEL_CORR, (ratio.std(), corr)
+        counts = [iv["tcp_sessions"] for iv in meta["intervals"]]
+        assert min(counts) > 300, counts  # persistent sessions: hundreds, not tens
     # the day's shape is there: the busiest hour carries more than the quietest
     assert got.max() > 1.3 * got.min()
-    # server pool: connections per server address in the capture rank like the weights
-    counts = [sum(1 for d in fwd_dst if d == a) for a in meta["servers"]]
-    rho = spearmanr(counts, meta["server_weights"]).statistic
+    rho, counts = _syn_ranks(fwd, meta, "server")
     assert rho > 0.9, (counts, meta["server_weights"])
+
+
+def _crafted_model() -> HM.HarpoonModel:
+    p = H.HarpoonParams(interval_s=60)
+    return HM.build(H.fit(crafted.crafted_table(), p), p, {"inputs": ["crafted"]})
+
+
+def test_client_pool_and_udp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """8 clients and 6 servers with distinct weights, UDP of all three types: both pools'
+    ranks in the capture and the UDP bytes at the bottleneck (both directions, IP bytes)
+    next to the schedule's offer and the model's UDP target."""
+    if shutil.which("tcpdump") is None:
+        pytest.skip("tcpdump missing (apt-get install tcpdump)")
+    monkeypatch.setenv("SWELL_QUIET", "1")
+    rdir, meta = _run(tmp_path, _crafted_model(), duration=30, ts=6, mbps=8,
+                      sessions="construct")
+    fwd, rev, _ = _capture(rdir)
+    for side in ("client", "server"):
+        rho, counts = _syn_ranks(fwd, meta, side)
+        print(f"\n{side} SYNs {counts} weights {meta[f'{side}_weights']}")
+        assert len(counts) == len(crafted.CLIENT_FILES if side == "client"
+                                  else crafted.SERVER_FILES)
+        assert rho > 0.9, (side, counts)
+    udp = sum(p[4] for p in fwd + rev if p[3] == 17)
+    offered = sum(iv["udp_offered_bytes"] for iv in meta["intervals"])
+    target = sum(iv["udp_target_bytes"] for iv in meta["intervals"])
+    print(f"UDP bytes at the bottleneck {udp}, offered {offered:.0f}, target {target:.0f}")
+    assert {iv["udp_sources"] > 0 for iv in meta["intervals"]} == {True}
+    assert abs(udp / offered - 1) < 0.10 and abs(udp / target - 1) < 0.10, (udp, offered, target)
+
+
+def test_gen_harpoon_by_hand(netns, tmp_path: Path):
+    """``swell gen harpoon`` between a client and a server namespace, 8 client and 6
+    server addresses: the JSON line's per-interval bytes received next to the targets."""
+    cli, srv = netns.add("c"), netns.add("s")
+    netns.veth(cli, "va", srv, "vb")
+    clients = [f"10.9.0.{11 + i}" for i in range(len(crafted.CLIENT_FILES))]
+    servers = [f"10.9.0.{31 + i}" for i in range(len(crafted.SERVER_FILES))]
+    netns.add_addresses(cli, "va", [f"{a}/24" for a in clients])
+    netns.add_addresses(srv, "vb", [f"{a}/24" for a in servers])
+    HM.save(_crafted_model(), tmp_path / "model")
+    res = subprocess.run([str(REPO / ".venv/bin/swell"), "gen", "harpoon", "--model",
+                          str(tmp_path / "model"), "--clients", ",".join(clients),
+                          "--servers", ",".join(servers), "--duration", "12",
+                          "--time-scale", "15", "--target-mbps", "4", "--src-ns", cli,
+                          "--dst-ns", srv, "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=120, env=ENV)
+    assert res.returncode == 0, res.stderr
+    s = json.loads(res.stdout)
+    ivs = s["intervals"]
+    print(f"\n{ivs}")
+    assert len(ivs) == 3 and all(iv["sessions"] > 0 for iv in ivs)
+    got = sum(iv["received"] for iv in ivs)
+    want = sum(iv["target"] for iv in ivs)
+    # construct offers each target within a few percent; the rest is delivery
+    assert abs(got / want - 1) < 0.10, (got, want)
+    assert s["client"]["conns_ok"] > 0 and sum(iv["udp_received"] for iv in ivs) > 0

@@ -16,6 +16,7 @@ from swell.extract import harpoon_model as HM
 from swell.extract.flows import read_flows
 from swell.extract.flows.table import FlowBuilder, addr_pair
 from swell.generators.harpoon import HarpoonSpec, harpoon_schedule
+from tests import harpoon_flows as crafted
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 ALEXA = DATA / "pcap" / "ndpi" / "alexa-app.pcapng"
@@ -124,3 +125,122 @@ def test_schedule_meets_targets_and_keeps_pool_ranks(model: Path):
         assert spearmanr(got, sched.meta["server_weights"]).statistic > 0.9
     again = harpoon_schedule(m, clients, servers, 60.0, 7, spec)
     assert [s.t for s in again.sessions] == [s.t for s in sched.sessions]
+
+
+# ------------------------------------------------------------ crafted flows: UDP, pools, modes
+
+@pytest.fixture(scope="module")
+def crafted_model() -> HM.HarpoonModel:
+    p = H.HarpoonParams(interval_s=60)
+    return HM.build(H.fit(crafted.crafted_table(), p), p, {"inputs": ["crafted"]})
+
+
+CLIENTS = [f"10.0.0.{i}" for i in range(1, 9)]
+SERVERS = [f"10.0.1.{i}" for i in range(1, 7)]
+
+
+def test_udp_sources_classified(crafted_model: HM.HarpoonModel):
+    """The crafted stream, NTP-like and DNS-like sources land in the right type with
+    their rate, period or mean gap and datagram size, active in every interval."""
+    a = crafted_model.arrays
+    cbr, per, exp = (a[f"udp/{k}_param"] for k in ("cbr", "periodic", "exp"))
+    assert cbr.size == per.size == exp.size == 1
+    assert cbr[0] == pytest.approx(crafted.CBR_BPS, rel=0.01)
+    assert a["udp/cbr_size"][0] == crafted.CBR_SIZE
+    assert per[0] == pytest.approx(crafted.PERIOD_S)
+    assert a["udp/periodic_size"][0] == crafted.PERIODIC_SIZE
+    assert exp[0] == pytest.approx(crafted.EXP_GAP_S, rel=0.3)
+    assert a["udp/exp_size"][0] == sum(crafted.EXP_SIZES) / 2
+    for k in ("cbr", "periodic", "exp"):
+        assert (a[f"interval/udp_{k}"] == 1).all(), (k, a[f"interval/udp_{k}"])
+    assert crafted_model.meta["counts"]["udp_flows"] > 0
+
+
+def test_udp_offer_matches_the_model(crafted_model: HM.HarpoonModel):
+    """Per interval, the UDP sources offer the model's UDP bytes (IP bytes, both ways);
+    CBR responses are paced so that they and their requests carry the source's rate;
+    a periodic source with a 64 s period sends in about 10/64 of 10 s intervals."""
+    spec = HarpoonSpec(model="m", time_scale=6, target_mbps=8)
+    sched = harpoon_schedule(crafted_model, CLIENTS, SERVERS, 60.0, 3, spec)
+    ivs = sched.meta["intervals"]
+    ratio = sum(iv["udp_offered_bytes"] for iv in ivs) / sum(iv["udp_target_bytes"]
+                                                             for iv in ivs)
+    assert ratio == pytest.approx(1.0, abs=0.05)
+    cbr = [c for s in sched.sessions for c in s.rres[0].conns if c.app == "harpoon-udp-cbr"]
+    req, rsp, gap = cbr[0].pairs[0]
+    assert (req, rsp) == (24, crafted.CBR_SIZE - 28)
+    assert gap == pytest.approx((24 + rsp + 56) * 8 / crafted.CBR_BPS, rel=0.01)
+    sources = ivs[1]["udp_sources"] / 3  # the same count of each type
+    periodic = [s for s in sched.sessions if s.rres[0].conns[0].app == "harpoon-udp-periodic"
+                and 10 <= s.t < 20]
+    assert 0.05 * sources < len(periodic) < 0.3 * sources
+
+
+def test_client_and_server_pools_rank_in_schedule(crafted_model: HM.HarpoonModel):
+    for mode in ("construct", "model"):
+        spec = HarpoonSpec(model="m", time_scale=6, target_mbps=8, sessions=mode, udp=False)
+        sched = harpoon_schedule(crafted_model, CLIENTS, SERVERS, 30.0, 1, spec)
+        conns = [(s.client, c.server.split(":")[0]) for s in sched.sessions
+                 for c in s.rres[0].conns]
+        for side, col in (("client", 0), ("server", 1)):
+            got = [sum(1 for x in conns if x[col] == a) for a in sched.meta[f"{side}s"]]
+            assert len(got) == (8 if side == "client" else 6)
+            assert spearmanr(got, sched.meta[f"{side}_weights"]).statistic > 0.9, (mode, got)
+
+
+def test_model_mode_offers_targets_on_average(crafted_model: HM.HarpoonModel):
+    """``sessions: model``: over seeds, every interval (the first one too: sessions start
+    as if they had been running) offers its target on average; hundreds of sessions."""
+    spec = HarpoonSpec(model="m", time_scale=6, target_mbps=8, sessions="model", udp=False)
+    ratios = np.array([[iv["offered_bytes"] / iv["target_bytes"] for iv in
+                        harpoon_schedule(crafted_model, CLIENTS, SERVERS, 30.0, seed,
+                                         spec).meta["intervals"]] for seed in range(1, 21)])
+    assert ratios.mean() == pytest.approx(1.0, abs=0.05)
+    assert np.abs(ratios.mean(axis=0) - 1).max() < 0.12, ratios.mean(axis=0)
+
+
+def test_model_mode_sessions_persist(crafted_model: HM.HarpoonModel):
+    """A session keeps its next connection time across the interval boundary: with
+    every inter-connection time 1.5 s and 1 s intervals, each session's connections
+    stay 1.5 s apart from one interval to the next."""
+    from swell.generators.harpoon import Drawer
+
+    m = HM.HarpoonModel(crafted_model.meta, {**crafted_model.arrays,
+                                             "tcp/ict_s": np.full(20, 1.5)})
+    spec = HarpoonSpec(model="m", time_scale=60, sessions="model", udp=False)
+    d = Drawer(m, CLIENTS, SERVERS, spec, np.random.default_rng(4))
+    d._persistent(50, 0.0)
+    before = list(d.tcp_slots.next_t)
+    assert all(1.0 <= t < 2.5 for t in before)
+    out, _ = d._persistent(50, 1.0)
+    starts = sorted(s.t for s in out)
+    assert starts == sorted(round(t, 9) for t in before if t < 2.0)
+    assert d.tcp_slots.next_t == [t + 1.5 if t < 2.0 else t for t in before]
+
+
+def test_spec_needs_a_model_or_flows():
+    with pytest.raises(ValueError, match="one of model"):
+        HarpoonSpec()
+    with pytest.raises(ValueError, match="one of model"):
+        HarpoonSpec(model="m", flows="f.pcap")
+
+
+def test_flows_are_fitted_once_into_the_cache(tmp_path: Path):
+    from swell.generators.harpoon import HarpoonKind
+    from swell.generators.kind import PrepareContext
+
+    src = EXAMPLE.parent / "netml_demo.pcap"
+    ctx = PrepareContext(base_dir=src.parent, cache_dir=tmp_path, seed=1)
+    kind = HarpoonKind(HarpoonSpec(flows=src.name, flow_interval_s=60))
+    kind.validate(ctx)
+    kind.prepare(ctx)
+    first = kind.model_dir()
+    assert first is not None and first.parent == tmp_path
+    stamp = (first / "model.json").stat().st_mtime_ns
+    again = HarpoonKind(HarpoonSpec(flows=src.name, flow_interval_s=60))
+    again.prepare(ctx)
+    assert again.model_dir() == first and (first / "model.json").stat().st_mtime_ns == stamp
+    assert HM.load(first).interval_s == 60 and kind.needs().clients.default_count == 3
+    bad = HarpoonKind(HarpoonSpec(flows="nowhere.pcap"))
+    with pytest.raises(SwellError, match="nowhere.pcap"):
+        bad.validate(ctx)
