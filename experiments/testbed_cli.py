@@ -3,8 +3,9 @@
 * ``swell testbed render EXPERIMENT.yaml --hosts HOSTS.yml -o DIR``: the
   Ansible inventory, host variables and ``ansible.cfg`` of one run
   (:mod:`swell.experiments.testbed_run`);
-* ``swell testbed host up|stop|down|facts``: what the playbooks run on each
-  machine (:mod:`swell.topologies.testbed_host`).
+* ``swell testbed host up|run|captures|stop|down|facts``: what the playbooks
+  run on each machine (:mod:`swell.topologies.testbed_host`; ``run``, one
+  machine's part of the traffic: :mod:`swell.topologies.testbed_exec`).
 
 Runnable on its own (``python -m swell.experiments.testbed_cli``) before it is
 listed in :data:`swell.cli.COMMAND_MODULES`.
@@ -48,9 +49,18 @@ def _cmd_host(args: argparse.Namespace) -> int:
         testbed_host.host_up(v)
         print(f"{v['kind']} up ({v['prefix']})")
         return 0
+    if args.action == "run":
+        from swell.topologies.testbed_exec import run_jobs
+
+        if not args.target:
+            raise SwellError("testbed host run", "give the state directory")
+        return run_jobs(Path(args.target))
     if not args.target or not args.prefix:
         raise SwellError(f"testbed host {args.action}", "give --prefix and the state directory")
     state = Path(args.target)
+    if args.action == "captures":
+        print(json.dumps(testbed_host.capture_status(args.prefix, state)))
+        return 0
     if args.action == "stop":
         stopped = testbed_host.stop_engine(args.prefix, state)
         print("engine stopped" if stopped else "no engine running")
@@ -77,9 +87,10 @@ def register(sub: Any) -> None:
     r.add_argument("--prefix", help="run prefix (default: a fresh swl<hex>)")
     r.set_defaults(func=_cmd_render)
     h = tsub.add_parser("host", help="one machine's step (run by the playbooks)")
-    h.add_argument("action", choices=["up", "stop", "down", "facts"])
-    h.add_argument("target", nargs="?", help="up: host.json; stop, down: the state directory")
-    h.add_argument("--prefix", help="stop, down: the run prefix")
+    h.add_argument("action", choices=["up", "run", "captures", "stop", "down", "facts"])
+    h.add_argument("target", nargs="?", help="up: host.json; run, captures, stop, down: the "
+                   "state directory")
+    h.add_argument("--prefix", help="captures, stop, down: the run prefix")
     h.set_defaults(func=_cmd_host)
 
 

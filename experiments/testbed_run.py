@@ -8,20 +8,27 @@ and the access links are drawn from the model with the run's seed), then
 :mod:`swell.topologies.testbed` maps that spec onto the machines of a hosts
 file and writes the Ansible inventory.
 
-:func:`playbook` runs one of the thin playbooks in ``ansible/playbooks``
-with ``ansible-playbook`` (pinned ansible-core from requirements.lock) and
-its JSON callback, and turns a failure into one line per failed host
-(``swell: router: layout: <message>``), not an Ansible dump.
+:func:`playbook` runs one of the thin playbooks in ``ansible/`` (``prepare``,
+``layout``, ``run``, ``collect``, ``teardown``) with ``ansible-playbook``
+(pinned ansible-core from requirements.lock) and its JSON callback, and turns
+a failure into one line per failed host (``swell: router: layout:
+<message>``), not an Ansible dump. ``ansible-playbook`` dies with the process
+that started it (SIGTERM on its death, as on an interrupt), so a killed run
+launches nothing more on the machines.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +41,7 @@ from swell.topologies.testbed import HostsFile, TestbedPlan, load_hosts, plan_te
 from swell.topologies.testbed import write_inventory as _write
 
 ANSIBLE_DIR = Path(__file__).resolve().parent.parent / "ansible"
-PLAYBOOKS = ("prepare", "layout", "collect", "teardown")
+PLAYBOOKS = ("prepare", "layout", "run", "collect", "teardown")
 
 
 def new_testbed_prefix() -> str:
@@ -120,9 +127,19 @@ def _failures(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the process that started it dies (PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
 def playbook(name: str, testbed_dir: str | Path, extra: dict[str, Any] | None = None,
-             timeout: float = 600.0) -> dict[str, Any]:
-    """Run ``ansible/playbooks/<name>.yml`` against a rendered testbed; its JSON report."""
+             timeout: float = 600.0,
+             tick: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """Run ``ansible/<name>.yml`` against a rendered testbed; its JSON report (``tick``:
+    called with the seconds elapsed while it runs)."""
     if name not in PLAYBOOKS:
         raise SwellError("playbook", f"unknown playbook {name!r}")
     tdir = Path(testbed_dir).resolve()
@@ -131,13 +148,43 @@ def playbook(name: str, testbed_dir: str | Path, extra: dict[str, Any] | None = 
     argv = [ansible_playbook(), str(ANSIBLE_DIR / f"{name}.yml")]
     if extra:
         argv += ["-e", json.dumps(extra)]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
-                          cwd=tdir)
+    t0 = time.monotonic()
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, cwd=tdir, preexec_fn=_die_with_parent) as proc:
+        try:
+            while True:
+                try:
+                    out, err = proc.communicate(timeout=0.5 if tick else timeout)
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() - t0 > timeout:
+                        raise SwellError(f"{name}.yml", f"did not finish within "
+                                         f"{timeout:.0f} s") from None
+                    if tick is not None:
+                        tick(time.monotonic() - t0)
+        except BaseException:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
     try:
-        report = json.loads(proc.stdout)
+        report = json.loads(out)
     except json.JSONDecodeError:
         report = {}
     if proc.returncode != 0:
-        lines = _failures(report) or [(proc.stderr or proc.stdout).strip()[-300:]]
+        lines = _failures(report) or [(err or out).strip()[-300:]]
         raise SwellError(f"{name}.yml", "; ".join(lines))
     return report
+
+
+def task_output(report: dict[str, Any], task: str) -> dict[str, str]:
+    """Every host's stdout of the task named ``task`` in a playbook's report."""
+    out: dict[str, str] = {}
+    for play in report.get("plays", []):
+        for t in play.get("tasks", []):
+            name = str(t.get("task", {}).get("name", ""))
+            if name == task or name.endswith(f" : {task}"):  # a role's: "role : name"
+                out.update({h: str(r.get("stdout", "")) for h, r in t["hosts"].items()})
+    return out

@@ -1,35 +1,42 @@
 """``swell run EXPERIMENT --testbed HOSTS``: a study on real machines, driven by Ansible.
 
 Every run goes the way a local run goes (:mod:`swell.experiments.runner`), with
-the topology replaced by a testbed:
+the topology replaced by a testbed and every remote step a playbook:
 
 1. render: the run's topology spec (access links drawn from the model with the
    run's seed) mapped onto the machines of the hosts file, into
    ``RUN/testbed/`` (:func:`~swell.experiments.testbed_run.render_run`'s steps);
-2. ``prepare`` (first run of the study only: installs, kernel features) and
-   ``layout`` (addresses, routes, the router's engine with its captures);
-3. the record of the testbed: ``swell testbed host facts`` on every machine
-   (kernel, engines, tool versions) into ``RUN/host.json`` and the results;
-4. the traffic: the same kinds from the registry, driven by the same
-   :class:`~swell.experiments.session.Session`, on a placement whose endpoints
-   are the machines (:class:`~swell.topologies.testbed.SshPlace`; signals reach
-   the remote processes, which die with their local relay). The run's clock is
-   the control machine's: servers, then background, then foreground, all timed
-   from the session's start;
-5. ``collect`` (stops the engine, fetches its captures and counters into
+2. ``prepare`` (first run of the study only: packages, swell itself where a
+   machine's differs from the control machine's, kernel features) and
+   ``layout`` (addresses, routes, the router's engine with its captures; every
+   machine's facts: kernel, engines, tool versions, into ``RUN/host.json`` and
+   the results);
+3. the traffic, recorded: the same kinds from the registry build the same
+   generators on a placement whose places are the machines, and
+   :mod:`swell.experiments.testbed_jobs` turns what they would start into each
+   machine's jobs (``RUN/testbed/jobs/<machine>.json``) and the files those
+   need (``RUN/testbed/push/<machine>.tar``, :mod:`swell.topologies.testbed_files`);
+4. ``run``: Ansible launches every machine's part (``swell testbed host run``):
+   the router's captures checked, servers' machines first, then the
+   background's clients, then the foreground's, each group ready before the
+   next is launched; one start signal (a start time written on every machine)
+   times the background's clients, the foreground's after the warm-up and the
+   end; Ansible waits for every part to end;
+5. ``collect`` (stops the router's engine, fetches its captures and counters
+   and every machine's job output and the files its jobs wrote into
    ``RUN/testbed/collected``; the bottleneck captures are moved to
-   ``RUN/capture``), then ``teardown``, always;
-6. :func:`~swell.experiments.collect.collect_run` makes the same results entry
-   as a local run, plus a ``testbed`` entry, so ``swell report`` is unchanged.
+   ``RUN/capture``, the files into the run directory), then ``teardown``,
+   always (also after a failed or interrupted run);
+6. the generators get their jobs' exit status and output, stop and collect as
+   after a local run, and :func:`~swell.experiments.collect.collect_run` makes
+   the same results entry as a local run, plus a ``testbed`` entry, so
+   ``swell report`` and ``swell fidelity`` are unchanged.
 
-Files: the machines share nothing with the control machine but SSH. The kinds
-write their inputs (schedules, Apache's configuration and objects) on the
-control machine; every command a machine runs is rewritten to name its own
-copies under its work directory (``<workdir>/<prefix>/<machine>/files``),
-pushed just before the command starts, and what the machines wrote there is
-pulled back into the run directory once the traffic stopped, before
-``collect`` and ``teardown`` (:mod:`swell.topologies.testbed_files`). What
-each machine ran is kept in ``RUN/testbed/commands.jsonl``.
+The run's clock is the start signal: the measurement window is
+``[T0 + warmup, T0 + warmup + duration]`` on the machines' clocks (in sync on
+a real testbed: docs/testbed.md); a foreground that ends by itself does not
+end the run early here. What each machine ran is kept in
+``RUN/testbed/commands.jsonl`` and its jobs' output in ``RUN/testbed/jobs-out``.
 """
 
 from __future__ import annotations
@@ -37,9 +44,11 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import struct
 import sys
+import tarfile
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from swell.errors import SwellError
@@ -48,22 +57,39 @@ from swell.experiments.results import RESULTS_VERSION, assemble_results
 from swell.experiments.runner import host_metadata, is_study, prepare_kinds, run_digest
 from swell.experiments.schema import RunPlan, expand_runs, load_experiment
 from swell.experiments.session import Session
-from swell.experiments.testbed_run import playbook, run_topology
+from swell.experiments.testbed_jobs import (
+    JobPlace,
+    Recorder,
+    abandon,
+    check_supported,
+    record_traffic,
+    replay,
+    write_jobs,
+)
+from swell.experiments.testbed_run import playbook, run_topology, task_output
 from swell.fsutil import check_output, dir_lock, write_json, write_text
+from swell.generators.base import Generator
 from swell.generators.kind import PrepareContext, RunContext
 from swell.native import native_dir
 from swell.placement import Endpoint, Placement
 from swell.progress import Progress
 from swell.topologies.testbed import (
     HostsFile,
-    SshPlace,
     TestbedPlan,
     load_hosts,
     plan_testbed,
-    ssh_args,
     write_inventory,
 )
 from swell.topologies.testbed_files import MachineFiles, machine_roots
+
+FACTS_TASK = "Record this machine's facts (swell testbed host facts)"
+START_LEAD_S = 4.0  # from the start signal's writing to the run's start
+LATE_S = 1.0  # a machine that started its clients later than this is a problem
+# the router's bottleneck captures are kept over the run's span, as a local run's: from
+# just before the start signal (the last readiness probes) to just after the end
+CAPTURE_BEFORE_S, CAPTURE_AFTER_S = 0.5, 0.5
+_PCAP_MAGIC = {b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\xa1\xb2\xc3\xd4": (">", 1e-6),
+               b"\x4d\x3c\xb2\xa1": ("<", 1e-9), b"\xa1\xb2\x3c\x4d": (">", 1e-9)}
 
 
 def hosts_of(testbed: str | Path) -> tuple[HostsFile, Path]:
@@ -100,69 +126,119 @@ def render_plan(plan: RunPlan, hosts: HostsFile, base_dir: Path, models: Path,
 def machine_files(tb: TestbedPlan, hosts: HostsFile, facts: dict[str, Any], rdir: Path,
                   models: Path) -> dict[str, MachineFiles]:
     """Each edge machine's copies of the run's files (:mod:`swell.topologies.testbed_files`)."""
-    args = ssh_args(hosts)
     out = {}
     for m in hosts.machines:
         root = f"{hosts.state_of(m.name, tb.prefix)}/files"
         roots = machine_roots(rdir, models, Path(tempfile.gettempdir()), native_dir(), root,
                               facts.get(m.name, {}).get("native_dir"))
-        out[m.name] = MachineFiles(m.name, m.address, args, root, roots)
+        out[m.name] = MachineFiles(m.name, root, roots)
     return out
 
 
-def placement_for(tb: TestbedPlan, hosts: HostsFile,
-                  files: dict[str, MachineFiles] | None = None) -> Placement:
-    """Every emulated host of the run, placed on its machine (commands over ssh; with
-    ``files``, on the machine's own copies of the run's files)."""
+def placement_for(tb: TestbedPlan, recorder: Recorder) -> Placement:
+    """Every emulated host of the run, placed on its machine (what is started there
+    becomes one of the machine's jobs)."""
     from swell.topologies.placement import access_link, path_facts
     from swell.topologies.spec import LinkDir, spec_from_dict
 
-    args = ssh_args(hosts)
-    files = files or {}
-    address = {m.name: m.address for m in hosts.machines}
     roles: dict[str, list[Endpoint]] = {"bg_clients": [], "bg_servers": [],
                                         "fg_clients": [], "fg_servers": []}
     for h in tb.hosts:
         role = f"{h.role}_{'clients' if h.side == 'left' else 'servers'}"
         link = None if h.link is None else access_link(LinkDir.model_validate(h.link))
-        roles[role].append(Endpoint(ip=h.ip, place=SshPlace(address[h.machine], args,
-                                                            h.machine, files.get(h.machine)),
+        roles[role].append(Endpoint(ip=h.ip, place=JobPlace(h.machine, recorder),
                                     group=h.machine, link=link))
     spec = spec_from_dict(tb.spec, "testbed spec")
     return Placement(**{k: tuple(v) for k, v in roles.items()}, path=path_facts(spec))
 
 
-def machine_facts(hosts: HostsFile) -> dict[str, Any]:
-    """``swell testbed host facts`` of every machine (kernel, engines, tool versions)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    args = ssh_args(hosts)
+def layout_facts(report: dict[str, Any], hosts: HostsFile) -> dict[str, Any]:
+    """Every machine's ``swell testbed host facts``, from the layout playbook's report."""
+    said = task_output(report, FACTS_TASK)
     machines = [(hosts.router.name, hosts.router.address, "router"),
                 *((m.name, m.address, m.role) for m in hosts.machines)]
-    argv = [*hosts.swell.split(), "testbed", "host", "facts"]
-    with ThreadPoolExecutor(max_workers=8) as pool:  # all machines at once
-        answers = list(pool.map(lambda m: SshPlace(m[1], args, m[0]).run(argv, timeout=60),
-                                machines))
     out: dict[str, Any] = {}
-    for (name, addr, role), res in zip(machines, answers, strict=True):
-        if res.returncode != 0:
-            raise SwellError(name, f"facts: {res.stderr.strip()[-300:] or 'failed'}")
-        out[name] = {"role": role, "address": addr, **json.loads(res.stdout)}
+    for name, addr, role in machines:
+        try:
+            out[name] = {"role": role, "address": addr, **json.loads(said[name])}
+        except (KeyError, ValueError):
+            raise SwellError(name, "layout reported no facts for this machine") from None
     return out
 
 
-def pull_files(files: dict[str, MachineFiles], rdir: Path, tdir: Path) -> dict[str, Any]:
-    """Every machine's results back into the run directory (before teardown removes
-    them); the commands each machine ran into ``RUN/testbed/commands.jsonl``."""
+def unpack_collected(files: dict[str, MachineFiles], collected: Path, rdir: Path,
+                     tdir: Path) -> tuple[dict[str, Path], dict[str, Any]]:
+    """Every machine's collected tar: its jobs' output into ``RUN/testbed/jobs-out/<m>``,
+    the files its jobs wrote into the run directory. Returns the jobs folders and the
+    per-machine file counts."""
+    outputs: dict[str, Path] = {}
     got: dict[Path, str] = {}
     summary = {}
     for name, mf in files.items():
-        back = mf.pull(rdir.resolve(), got)
+        tar = collected / name / "collect.tar"
+        folder = tdir / "jobs-out" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        if tar.exists():
+            with tarfile.open(tar, mode="r:") as tf:
+                for member in tf:
+                    parts = PurePosixPath(member.name).parts
+                    if member.isfile() and len(parts) == 2 and parts[0] == "jobs":
+                        src = tf.extractfile(member)
+                        (folder / parts[1]).write_bytes(src.read() if src else b"")
+            outputs[name] = folder
+        back = mf.pull(tar, rdir, got)
         summary[name] = {"pushed_files": len(mf.pushed), "pushed_bytes": mf.bytes_pushed,
                          "collected_files": len(back), "root": mf.root}
     lines = [json.dumps(c) for mf in files.values() for c in mf.commands]
     write_text(tdir / "commands.jsonl", "".join(f"{ln}\n" for ln in lines))
-    return summary
+    return outputs, summary
+
+
+def cut_capture(src: Path, dst: Path, start: float, end: float) -> int:
+    """Copy the packets of pcap ``src`` stamped within ``[start, end]`` (epoch seconds)
+    to ``dst``; returns how many. The router's engine captures from the layout on; the
+    run's capture is its span (see :data:`CAPTURE_BEFORE_S`)."""
+    kept = 0
+    with src.open("rb") as fi, dst.open("wb") as fo:
+        head = fi.read(24)
+        if head[:4] not in _PCAP_MAGIC:
+            raise SwellError(src, "not a pcap capture (unknown magic)")
+        order, unit = _PCAP_MAGIC[head[:4]]
+        fo.write(head)
+        rec = struct.Struct(f"{order}IIII")
+        while len(h := fi.read(16)) == 16:
+            sec, frac, incl, _ = rec.unpack(h)
+            data = fi.read(incl)
+            if start <= sec + frac * unit <= end:
+                fo.write(h + data)
+                kept += 1
+    return kept
+
+
+def stop_generators(bg: Generator | None, fg: Generator | None) -> None:
+    """The foreground, then the background, as the local session stops them; the first
+    error is raised after both stopped."""
+    error: BaseException | None = None
+    for gen in (fg, bg):
+        if gen is None:
+            continue
+        try:
+            gen.stop()
+        except Exception as exc:  # noqa: BLE001 - re-raised below, after the other stop
+            error = error or exc
+    if error is not None:
+        raise error
+
+
+def start_and_lateness(statuses: dict[str, Any]) -> tuple[float, dict[str, float]]:
+    """The run's start time (the same on every machine) and each machine's latest client
+    start after its due time."""
+    starts = {s.get("start") for s in statuses.values()} - {None}
+    if len(starts) != 1:
+        raise SwellError("testbed run", f"the machines report start times {sorted(starts)}")
+    late = {m: max([j.get("late_s") or 0.0 for j in s.get("jobs", {}).values()] or [0.0])
+            for m, s in statuses.items()}
+    return float(starts.pop()), late
 
 
 def _router_engine(collected: Path) -> str:
@@ -185,9 +261,11 @@ def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: 
     from swell.experiments.testbed_run import new_testbed_prefix
     from swell.topologies.placement import path_facts
     from swell.topologies.spec import spec_from_dict
+    from swell.topologies.testbed_host import source_digest
 
     rdir = rdir.resolve()
     exp = plan.spec
+    check_supported(exp.background.kind, exp.foreground.kind)
     bg, fg = prepare_kinds(exp, PrepareContext(base_dir, study / "models", plan.seed))
     tdir = rdir / "testbed"
     tb, topo_dict = render_plan(plan, hosts, base_dir, study / "models", tdir,
@@ -197,42 +275,73 @@ def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: 
     write_json(rdir / "topology.json", json.loads(spec.model_dump_json()))
     total = exp.warmup_s + exp.duration_s
     if prepare:
-        playbook("prepare", tdir)
+        playbook("prepare", tdir, {"swell_digest": source_digest()})
     collected = tdir / "collected"
+    session: Session | None = None
+    recorder: Recorder | None = None
     try:
-        playbook("layout", tdir)
-        facts = machine_facts(hosts)
+        facts = layout_facts(playbook("layout", tdir), hosts)
         record: dict[str, Any] = {"prefix": tb.prefix, "machines": facts}
         write_json(rdir / "host.json", {**host_metadata(), "seed": plan.seed,
                                         "congestion_control": exp.congestion_control,
                                         "testbed": record})
         files = machine_files(tb, hosts, facts, rdir, study / "models")
-        placement = placement_for(tb, hosts, files)
+        recorder = Recorder(files, tdir / "spool")
+        recorder.spool.mkdir(parents=True, exist_ok=True)
+        placement = placement_for(tb, recorder)
         session = Session(
             bg.build(RunContext(rdir / "background", placement, plan.seed, total, exp.warmup_s)),
             fg.build(RunContext(rdir / "foreground", placement, plan.seed, exp.duration_s, 0.0)),
         )
+        record_traffic(session.bg, session.fg, recorder)
+        write_jobs(recorder, [m.name for m in hosts.machines], tdir, exp.warmup_s, total)
+        failure: SwellError | None = None
         try:
-            session.run(exp.warmup_s, total, prog)
-        except BaseException:
-            with contextlib.suppress(Exception):  # what there is, for the post-mortem
-                pull_files(files, rdir, tdir)
-            raise
-        record["files"] = pull_files(files, rdir, tdir)
-        playbook("collect", tdir, {"collect_dest": str(collected)})
+            playbook("run", tdir, {"swell_run_dir": str(tdir), "swell_run_total_s": total,
+                                   "swell_run_lead_s": START_LEAD_S},
+                     timeout=total + 900, tick=lambda t: prog.update(
+                         done=min(t, total), status="ansible: run playbook"))
+        except SwellError as exc:
+            failure = exc
+        try:  # also after a failed run: what the machines said, for the post-mortem
+            playbook("collect", tdir, {"collect_dest": str(collected)})
+            outputs, record["files"] = unpack_collected(files, collected, rdir, tdir)
+        except SwellError:
+            if failure is None:
+                raise
+        if failure is not None:
+            raise failure
+        statuses = replay(recorder, outputs)
+        t0, late = start_and_lateness(statuses)
+        record["start"], record["late_s"] = t0, late
+        session.timing = {"background_start": t0, "foreground_start": t0 + exp.warmup_s,
+                          "end": t0 + total}
+        stop_generators(session.bg, session.fg)
+    except BaseException:
+        if recorder is not None:
+            abandon(recorder)
+        if session is not None:
+            with contextlib.suppress(Exception):
+                stop_generators(session.bg, session.fg)
+        raise
     finally:
         playbook("teardown", tdir)
+    prog.update(done=total)
     router = collected / hosts.router.name
     (rdir / "capture").mkdir(exist_ok=True)
+    span = (t0 - CAPTURE_BEFORE_S, t0 + total + CAPTURE_AFTER_S)
+    record["capture_span"] = [round(t, 3) for t in span]
     for pcap in sorted(router.glob("bottleneck-*.pcap")):
-        shutil.move(str(pcap), rdir / "capture" / pcap.name)
+        cut_capture(pcap, rdir / "capture" / pcap.name, *span)
+        pcap.unlink()
     engine = _router_engine(router)
     record["engine"] = engine
     write_json(rdir / "host.json", {**host_metadata(), "seed": plan.seed,
                                     "congestion_control": exp.congestion_control,
                                     "testbed": record})
     report = {"engine_stats": _engine_stats(router) if engine == "native" else None,
-              "problems": []}
+              "problems": [f"testbed: {m} started its clients {s:.1f} s late"
+                           for m, s in late.items() if s > LATE_S]}
     bg_result, fg_result = session.results(bg, fg, exp.warmup_s)
     result = collect_run(plan, rdir, engine, session.timing, bg_result, fg_result, report,
                          topo_dict, bg.model_dir(), prefix=tb.prefix, warnings=warnings,

@@ -36,31 +36,29 @@ This module is pure: :func:`plan_testbed` turns a topology spec (the one the
 local run would use, access links drawn from the model with the run's seed)
 and a :class:`HostsFile` into a :class:`TestbedPlan`; :func:`write_inventory`
 writes the Ansible inventory, per-host variables and ``ansible.cfg``. The
-commands that act on one machine are in :mod:`swell.topologies.testbed_host`.
-:class:`SshPlace` is the :class:`~swell.placement.Place` of a testbed machine;
-with a :class:`~swell.topologies.testbed_files.MachineFiles` its commands name
-the machine's own copies of the run's files (pushed over ssh).
+commands that act on one machine are in :mod:`swell.topologies.testbed_host`
+(lay out, tear down, facts) and :mod:`swell.topologies.testbed_exec` (its part
+of the traffic); the control machine reaches the machines only through
+Ansible.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import shlex
-import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from swell.errors import SwellError
 from swell.fsutil import write_json, write_text
-from swell.placement import Place
 from swell.topologies.addressing import NodePlan, plan_addresses
 from swell.topologies.spec import LinkDir, TopologySpec, format_validation_error
-from swell.topologies.testbed_files import MachineFiles
+from swell.typed import StrictModel
 
 ROLES = ("bg_clients", "bg_servers", "fg_clients", "fg_servers")
 GROUPS = ("router", *ROLES, "capture")
@@ -69,11 +67,7 @@ RULE_PREF = 7700  # policy rules: RULE_PREF + link index (only swell's own)
 TABLES = {"left": 7701, "right": 7702}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Ssh(_Strict):
+class Ssh(StrictModel):
     user: str = "root"
     port: int = Field(22, ge=1, le=65535)
     key: str | None = None  # private key file on the control machine
@@ -81,7 +75,7 @@ class Ssh(_Strict):
     strict_host_keys: bool = True
 
 
-class Machine(_Strict):
+class Machine(StrictModel):
     name: str = Field(..., pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
     address: str  # how the control machine reaches it (management network)
     iface: str = Field(..., min_length=1, max_length=15)  # its experiment interface
@@ -90,18 +84,21 @@ class Machine(_Strict):
     workdir: str | None = None  # this machine's own work directory (default: the file's)
 
 
-class RouterHost(_Strict):
+class RouterHost(StrictModel):
     name: str = Field("router0", pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
     address: str
     workdir: str | None = None
 
 
-class HostsFile(_Strict):
+class HostsFile(StrictModel):
     """``HOSTS.yml``: the machines of an allocation and how to reach them."""
 
     ssh: Ssh = Ssh()
     python: str = "/usr/bin/python3"
     swell: str = "swell"  # the command that runs swell on every machine
+    # the virtualenv prepare installs swell into when a machine's differs from the
+    # control machine's (default: the one the swell command is in, when it names one)
+    swell_venv: str | None = None
     workdir: str = "/var/tmp/swell-testbed"  # swell's files on the machines
     links_network: ipaddress.IPv4Network = ipaddress.IPv4Network("172.30.0.0/16")
     # the router's shaping: netem/htb where its kernel has them (auto), or swell-link
@@ -123,6 +120,16 @@ class HostsFile(_Strict):
         if self.links_network.prefixlen > 24:
             raise ValueError("links_network must be at least a /24")
         return self
+
+    def venv(self) -> str | None:
+        """Where ``prepare`` installs swell on the machines (None: it cannot)."""
+        if self.swell_venv:
+            return self.swell_venv
+        words = shlex.split(self.swell)
+        path = PurePosixPath(words[0]) if words else PurePosixPath()
+        if path.is_absolute() and path.parent.name == "bin":
+            return str(path.parent.parent)
+        return None
 
     def by_role(self, role: str) -> list[Machine]:
         return [m for m in self.machines if m.role == role]
@@ -337,13 +344,16 @@ def host_vars(plan: TestbedPlan, hosts: HostsFile) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for m, edge in zip(hosts.machines, plan.edges, strict=True):
         state = hosts.state_of(m.name, plan.prefix)
+        # asynchronous tasks (run's jobs) keep their status in the state directory
         out[m.name] = {"ansible_host": m.address, "swell_state": state,
+                       "ansible_async_dir": f"{state}/.async",
                        "swell_workdir": f"{hosts.workdir_of(m.name)}/{plan.prefix}",
                        "swell_host": {"kind": "edge", "prefix": plan.prefix, "state": state,
                                       **asdict(edge)}}
     state = hosts.state_of(hosts.router.name, plan.prefix)
     out[hosts.router.name] = {
         "ansible_host": hosts.router.address, "swell_state": state,
+        "ansible_async_dir": f"{state}/.async",
         "swell_workdir": f"{hosts.workdir_of(hosts.router.name)}/{plan.prefix}",
         "swell_host": {"kind": "router", "prefix": plan.prefix, "state": state,
                        "ports": [asdict(p) for p in plan.ports], "core": plan.core,
@@ -354,13 +364,25 @@ def host_vars(plan: TestbedPlan, hosts: HostsFile) -> dict[str, dict[str, Any]]:
     return out
 
 
-def inventory(plan: TestbedPlan, hosts: HostsFile) -> dict[str, Any]:
-    """The Ansible inventory: the groups, and what every host shares."""
+def control_source() -> str | None:
+    """The swell checkout this control machine runs (None: not run from a checkout)."""
+    root = Path(__file__).resolve().parent.parent
+    return str(root) if (root / "pyproject.toml").is_file() else None
+
+
+def inventory(plan: TestbedPlan, hosts: HostsFile, out: Path | None = None) -> dict[str, Any]:
+    """The Ansible inventory: the groups, and what every host shares (``out``: the
+    rendered directory, where prepare builds swell's wheel when a machine needs it)."""
+    from swell.topologies.testbed_host import source_digest
+
     ssh = hosts.ssh
     common: dict[str, Any] = {
         "ansible_user": ssh.user, "ansible_port": ssh.port,
         "ansible_python_interpreter": hosts.python,
         "swell_cmd": hosts.swell, "swell_prefix": plan.prefix,
+        "swell_venv": hosts.venv(), "swell_source": control_source(),
+        "swell_digest": source_digest(),
+        "swell_render_dir": str(out.resolve()) if out is not None else None,
     }
     if ssh.key:
         common["ansible_ssh_private_key_file"] = ssh.key
@@ -397,7 +419,8 @@ def write_inventory(plan: TestbedPlan, hosts: HostsFile, out: str | Path) -> Pat
     """Write ``inventory.yml``, ``host_vars/``, ``ansible.cfg`` and ``testbed.json``."""
     out = Path(out)
     (out / "host_vars").mkdir(parents=True, exist_ok=True)
-    write_text(out / "inventory.yml", yaml.safe_dump(inventory(plan, hosts), sort_keys=False))
+    write_text(out / "inventory.yml", yaml.safe_dump(inventory(plan, hosts, out),
+                                                    sort_keys=False))
     for name, hv in host_vars(plan, hosts).items():
         write_text(out / "host_vars" / f"{name}.yml", yaml.safe_dump(hv, sort_keys=False))
     write_text(out / "ansible.cfg", ansible_cfg(hosts, out))
@@ -405,47 +428,3 @@ def write_inventory(plan: TestbedPlan, hosts: HostsFile, out: str | Path) -> Pat
                                       "hosts": hosts.model_dump(mode="json"),
                                       "plan": plan.to_json()})
     return out
-
-
-@dataclass(frozen=True)
-class SshPlace(Place):
-    """A testbed machine: commands run there over ssh through the signal relay
-    (:mod:`swell.topologies.ssh_relay`): a signal sent to the local process reaches
-    the remote command, and the remote command dies when the local one does."""
-
-    host: str
-    ssh_args: tuple[str, ...] = ()
-    label: str = "ssh"
-    files: MachineFiles | None = field(default=None, compare=False, hash=False)
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.label
-
-    def argv(self, argv: Sequence[str]) -> list[str]:
-        """The local command that runs ``argv`` there; with ``files``, the command names
-        the machine's copies of the run's files, pushed before it starts."""
-        from swell.topologies.ssh_relay import REMOTE
-
-        if self.files is not None:
-            argv = self.files.prepare(argv)
-        remote = shlex.join(["sh", "-c", REMOTE, "swell-remote", *argv])
-        return [sys.executable, "-m", "swell.topologies.ssh_relay", "ssh", *self.ssh_args,
-                self.host, remote]
-
-
-def ssh_args(hosts: HostsFile, control_dir: Path | None = None) -> tuple[str, ...]:
-    """The ssh options the control machine uses for every machine of ``hosts``."""
-    ssh = hosts.ssh
-    args = ["-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-p", str(ssh.port),
-            "-l", ssh.user]
-    if ssh.key:
-        args += ["-i", ssh.key]
-    if ssh.known_hosts:
-        args += ["-o", f"UserKnownHostsFile={ssh.known_hosts}"]
-    if not ssh.strict_host_keys:
-        args += ["-o", "StrictHostKeyChecking=no"]
-    if control_dir is not None:
-        args += ["-o", "ControlMaster=auto", "-o", "ControlPersist=30s",
-                 "-o", f"ControlPath={control_dir}/%C"]
-    return tuple(args)

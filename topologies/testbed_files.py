@@ -1,4 +1,4 @@
-"""The files of a testbed run: pushed to each machine's own work directory, results pulled back.
+"""The files of a testbed run: staged for each machine's own work directory, results read back.
 
 A traffic kind writes its inputs (a Swing schedule, Apache's configuration and
 objects) on the control machine and hands a machine a command line naming
@@ -6,8 +6,8 @@ them, at control-machine paths. The machines share nothing with the control
 machine but SSH, so every machine gets its own copy under its work directory,
 which carries the run prefix (``<workdir>/<prefix>/<machine>/files``), and
 every command line is rewritten to name the copies. :class:`MachineFiles`
-does this for one machine; :class:`~swell.topologies.testbed.SshPlace` calls
-:meth:`MachineFiles.prepare` on every command it runs there.
+does this for one machine; :mod:`swell.experiments.testbed_jobs` calls
+:meth:`MachineFiles.prepare` on every command it records for the machine.
 
 Mapped roots, longest first (a path under none of them is left as it is):
 
@@ -18,16 +18,17 @@ Mapped roots, longest first (a path under none of them is left as it is):
 * swell's native folder -> the machine's own (from its ``swell testbed host
   facts``; never pushed: every machine runs its own build).
 
-Pushing, on each command: every mapped path in the command line that exists
-here is sent (a folder with its contents); a text file that names mapped paths
-is sent with those names rewritten, and what they name is sent too (Apache's
-configuration names its object folder). A mapped path that does not exist here
-is an output: its folder is made on the machine. Files go as one tar stream
-over ssh (``tar -x`` into the machine's ``files`` folder), once per content: an
-unchanged file (same contents; same size and time for one over 1 MiB) is not
-sent again. Pulling (:meth:`MachineFiles.pull`, after the traffic stopped,
-before teardown removes the work directory) brings back every file under
-``files/run`` that was not pushed, into the run directory; two machines
+Staging, on each command: every mapped path in the command line that exists
+here is packed (a folder with its contents); a text file that names mapped
+paths is packed with those names rewritten, and what they name is packed too
+(Apache's configuration names its object folder). A mapped path that does not
+exist here is an output: its folder is made on the machine. An unchanged file
+(same contents; same size and time for one over 1 MiB) is packed once.
+:meth:`MachineFiles.bundle` is the one tar of everything staged, which the
+``run`` playbook unpacks into the machine's ``files`` folder before anything
+starts. Reading back (:meth:`MachineFiles.pull`, from the tar ``collect``
+fetched, before teardown removed the work directory) brings every file under
+``files/run`` that was not pushed into the run directory; two machines
 returning the same file with different contents is an error, not a silent
 overwrite.
 
@@ -40,7 +41,6 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-import subprocess
 import tarfile
 import threading
 import time
@@ -69,14 +69,13 @@ class MachineFiles:
     """One machine's copies of a run's files (see the module docstring)."""
 
     machine: str
-    host: str
-    ssh_args: tuple[str, ...]
     root: str  # the machine's files folder: <workdir>/<prefix>/<machine>/files
     roots: tuple[Root, ...]
     pushed: dict[str, str] = field(default_factory=dict)  # remote path -> what was sent
     commands: list[dict[str, Any]] = field(default_factory=list)
     folders: set[str] = field(default_factory=set)  # made there already
     bytes_pushed: int = 0
+    staged: list[bytes] = field(default_factory=list)  # tar streams for the machine
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -111,11 +110,12 @@ class MachineFiles:
     # --- pushing -----------------------------------------------------------------------
 
     def prepare(self, argv: Sequence[str]) -> list[str]:
-        """The command line to run on the machine; its inputs pushed there first."""
+        """The command line to run on the machine; its inputs staged for it."""
         with self._lock:
             out, data = self.pack(argv)
             if data is not None:
-                self._send(data)
+                self.staged.append(data)
+                self.bytes_pushed += len(data)
             self.commands.append({"machine": self.machine, "t": round(time.time(), 3),
                                   "argv": out})
         return out
@@ -177,45 +177,48 @@ class MachineFiles:
             raise SwellError(self.machine, f"{remote} is outside the machine's files folder")
         return remote[len(self.root):].lstrip("/") or "."
 
-    def _send(self, data: bytes) -> None:
-        script = f"mkdir -p {_q(self.root)} && tar -x --no-same-owner -C {_q(self.root)} -f -"
-        res = subprocess.run(["ssh", *self.ssh_args, self.host, script], input=data,
-                             capture_output=True, timeout=120)
-        if res.returncode != 0:
-            raise SwellError(self.machine, "pushing files: " +
-                             res.stderr.decode(errors="replace").strip()[-300:])
-        self.bytes_pushed += len(data)
+    def bundle(self) -> bytes:
+        """One tar of everything staged, in order (a later copy of a file wins); never
+        empty: the machine's ``run`` folder comes first."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:", format=tarfile.PAX_FORMAT) as out:
+            top = tarfile.TarInfo("run")
+            top.type, top.mode, top.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+            out.addfile(top)
+            folders = {"run"}
+            for data in self.staged:
+                with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as part:
+                    for member in part:
+                        if member.isdir() and member.name in folders:
+                            continue
+                        folders.add(member.name)
+                        out.addfile(member, part.extractfile(member) if member.isfile()
+                                    else None)
+        return buf.getvalue()
 
     # --- pulling -----------------------------------------------------------------------
 
-    def pull(self, run_dir: Path, got: dict[Path, str]) -> list[Path]:
+    def pull(self, collected: Path, run_dir: Path, got: dict[Path, str]) -> list[Path]:
         """Bring back the files this machine made under the run directory (not the
-        pushed ones) into ``run_dir``; ``got``: file -> machine, across machines."""
+        pushed ones) into ``run_dir``, from ``collected``: the tar ``collect`` fetched,
+        holding the machine's ``files/run`` (members ``files/run/...``); ``got``:
+        file -> machine, across machines."""
         run_root = next((r for r in self.roots if r.local == str(run_dir.resolve())), None)
-        if run_root is None:
+        if run_root is None or not collected.exists():
             return []
         rel = self._rel(run_root.remote)
-        script = f"cd {_q(self.root)} 2>/dev/null && test -d {_q(rel)} && " \
-                 f"tar -c -f - {_q(rel)} || true"
-        res = subprocess.run(["ssh", *self.ssh_args, self.host, script], capture_output=True,
-                             timeout=600)
-        if res.returncode != 0:
-            raise SwellError(self.machine, "collecting files: " +
-                             res.stderr.decode(errors="replace").strip()[-300:])
-        if not res.stdout:
-            return []
         out = []
-        with tarfile.open(fileobj=io.BytesIO(res.stdout), mode="r:") as tf:
+        with tarfile.open(collected, mode="r:") as tf:
             for member in tf:
-                if not member.isfile():
-                    continue
                 name = PurePosixPath(member.name)
-                if name.is_absolute() or ".." in name.parts or name.parts[:1] != (rel,):
+                if name.is_absolute() or ".." in name.parts:
                     raise SwellError(self.machine, f"unexpected file {member.name} collected")
-                remote = f"{self.root}/{name}"
+                if not member.isfile() or name.parts[:2] != ("files", rel):
+                    continue
+                remote = f"{self.root}/{PurePosixPath(*name.parts[1:])}"
                 if remote in self.pushed:
                     continue
-                local = run_dir.joinpath(*name.parts[1:])
+                local = run_dir.joinpath(*name.parts[2:])
                 src = tf.extractfile(member)
                 data = src.read() if src is not None else b""
                 if local in got and local.read_bytes() != data:
@@ -225,12 +228,6 @@ class MachineFiles:
                 got[local] = self.machine
                 out.append(local)
         return out
-
-
-def _q(s: str) -> str:
-    import shlex
-
-    return shlex.quote(s)
 
 
 class _Tar:

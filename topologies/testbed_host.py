@@ -25,12 +25,20 @@ value of every sysctl and offload. ``down`` undoes exactly those entries,
 newest first, ignoring what is already gone, kills the engine and whatever
 still runs from ``STATE`` (by the prefix on its command line), and removes
 ``STATE``. It never touches anything it did not record or that lacks the prefix.
-``facts`` prints kernel, tools, qdiscs, offloads and clock state as JSON.
+``down`` also stops the jobs of a run (``swell testbed host run``,
+:mod:`swell.topologies.testbed_exec`) by the pids it recorded in
+``STATE/jobs/pids.json``, each only if its command is still the one started.
+``captures`` says whether the router's bottleneck captures are being written
+(the ``run`` playbook checks it before any traffic starts). ``facts`` prints
+kernel, tools, qdiscs, offloads, clock state and the digest of the installed
+swell's sources (``prepare`` compares it with the control machine's) as JSON.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -353,11 +361,50 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+def _job_pids(state: Path) -> list[int]:
+    """The run's jobs still running here (their pids as ``testbed_exec`` recorded them,
+    each only while its command is still the one it started)."""
+    try:
+        recs = json.loads((state / "jobs" / "pids.json").read_text()).values()
+    except (OSError, ValueError, AttributeError):
+        return []
+    out = []
+    for rec in recs:
+        try:
+            pid, argv0 = int(rec["pid"]), str(rec["argv0"]).encode()
+        except (TypeError, KeyError, ValueError):
+            continue
+        cmd = _cmdline(pid)
+        if cmd and cmd[0] == argv0 and not _zombie(pid):
+            out.append(pid)
+    return out
+
+
+def capture_status(prefix: str, state: Path) -> dict[str, Any]:
+    """The router's bottleneck captures: running and written (SwellError if not)."""
+    if not (state / "engine.json").exists():
+        raise SwellError(state, "not laid out (no engine.json): run the layout playbook")
+    engine = json.loads((state / "engine.json").read_text())["engine"]
+    if engine == "netem":
+        running = 0
+        for f in sorted(state.glob("tcpdump-*.pid")):
+            with contextlib.suppress(OSError, ValueError):
+                pid = int(f.read_text())
+                running += str(state).encode() in b" ".join(_cmdline(pid)) and not _zombie(pid)
+        alive = running == len(list(state.glob("tcpdump-*.pid")))
+    else:
+        alive = bool(_engine_pid(prefix, state))
+    files = {p.name: p.stat().st_size for p in sorted((state / "capture").glob("*.pcap"))}
+    if not alive:
+        raise SwellError(state, f"the router's {engine} engine or its captures stopped")
+    return {"engine": engine, "captures": files}
+
+
 def host_down(prefix: str, state: Path) -> list[str]:
     """Undo what ``up`` recorded under ``state``; return what could not be undone."""
     if not prefix or not state.name or prefix not in str(state):
         raise SwellError(state, f"state directory does not carry the run prefix {prefix!r}")
-    _stop(_engine_pid(prefix, state) + _pids_under(state))
+    _stop(_engine_pid(prefix, state) + _pids_under(state) + _job_pids(state))
     errors = Undo(state).replay() if state.exists() else []
     ns_file = Path(f"/run/netns/{prefix}-core")
     if ns_file.exists():
@@ -413,8 +460,35 @@ def facts() -> dict[str, Any]:
         "netem": kernel_has_qdisc("netem"), "htb": kernel_has_qdisc("htb"),
         "native_engine": ok, "why_not_native": why, "clock_synchronized": sync,
         "native_dir": str(gen.parent.resolve()) if gen.exists() else None,
+        "swell_gen": gen.exists(), "swell_digest": source_digest(),
         "tools": {"tc": version("tc", "-V"), "ethtool": version("ethtool", "--version"),
                   "httperf": version("httperf", "--version"),
                   "apache2": version("/usr/sbin/apache2", "-v"),
                   "tcpdump": version("tcpdump", "--version"), "python": platform.python_version()},
     }
+
+
+# the packages a swell wheel holds (pyproject.toml's [tool.setuptools] packages) and
+# the package data it adds (the bundled experiment files)
+PACKAGES = ("swell", "swell.extract", "swell.extract.flows", "swell.topologies",
+            "swell.generators", "swell.analysis", "swell.experiments")
+PACKAGE_DATA = {"swell.experiments": ("*.yaml",)}
+
+
+def source_digest() -> str:
+    """A digest of the installed swell's sources (what a wheel of it holds): the same on
+    the control machine and a machine running the same swell, whatever the paths."""
+    h = hashlib.sha256()
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        if not locations:
+            h.update(f"{name}: missing\n".encode())
+            continue
+        folder = Path(locations[0])
+        files = sorted(f for pattern in ("*.py", *PACKAGE_DATA.get(name, ()))
+                       for f in folder.glob(pattern))
+        for f in files:
+            h.update(f"{name}/{f.name}\n".encode())
+            h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()[:16]

@@ -18,14 +18,24 @@ import os
 import re
 import statistics
 import subprocess
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from swell.experiments.testbed_run import playbook, render_run
 from swell.topologies.testbed import EmulatedHost
 
-from .testbed_machines import MACHINES, REPO, ROLES, SKIPS, leftovers, start_machines
+from .testbed_machines import (
+    MACHINES,
+    REPO,
+    ROLES,
+    SKIPS,
+    leftovers,
+    processes,
+    start_machines,
+)
 
 pytestmark = SKIPS
 EXPERIMENT = f"""
@@ -105,11 +115,16 @@ def test_layout_rtts_collect_teardown(testbed, tmp_path):
     before = cc_of(m, "bgc0")
     try:
         report = playbook("prepare", tdir)
-        installs = [t for p in report["plays"] for t in p["tasks"]
-                    if "Install" in t["task"]["name"]]
-        assert installs and all(len(t["hosts"]) == 6 for t in installs)
-        changed = [h for t in installs for h, r in t["hosts"].items() if r.get("changed")]
+        tasks = {t["task"]["name"].split(" : ")[-1]: t["hosts"]  # without "role : "
+                 for p in report["plays"] for t in p["tasks"]}
+        installs = [h for name, h in tasks.items() if name.startswith("Install")]
+        # the packages, and swell itself (the machines run this checkout: same digest)
+        assert len(installs) == 2 and all(len(h) == 6 for h in installs), tasks.keys()
+        changed = [n for h in installs for n, r in h.items() if r.get("changed")]
         assert not changed, f"prepare installed something on {changed}"
+        same = tasks["Swell here is the control machine's"]
+        assert len(same) == 6 and not any(r.get("failed") or r.get("skipped")
+                                          for r in same.values()), same
         playbook("layout", tdir)
         # the experiment's TCP (reno by default) on every edge machine while laid out
         for e in plan.edges:
@@ -137,28 +152,61 @@ def test_layout_rtts_collect_teardown(testbed, tmp_path):
     playbook("teardown", tdir)  # again: nothing to do, no error
 
 
+TRAFFIC = (b"swell-gen", b"httperf", b"apache2\0-f", b"tcpdump", b"testbed_jobs",
+           b"testbed\0host\0run", b"run.yml")
+
+
+def traffic_processes() -> list[str]:
+    """Every process of a run's traffic or its control, on any machine or here."""
+    return [f"{pid}: {cmd.replace(bytes(1), b' ')[:100]!r}" for pid, cmd in processes()
+            if any(w in cmd for w in TRAFFIC)]
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_teardown_after_a_killed_run(testbed, tmp_path):
+    """A real ``swell run --testbed`` SIGKILLed while its traffic runs on the machines:
+    ``teardown`` leaves nothing (no job, executor or Ansible process, no address, route,
+    namespace or file with the prefix)."""
     m = testbed
-    plan, tdir, workdir = render(m, tmp_path)
-    playbook("layout", tdir)
-    # a run killed half way: the engine forwarding, a process still running from
-    # swell's work directory on a client machine, traffic in flight; no collect
-    client = next(h for h in plan.hosts if h.side == "left")
-    server = next(h for h in plan.hosts if h.side == "right")
-    state = f"{workdir}/{plan.prefix}/{client.machine}"
-    started = m.ssh(client.machine, f"nohup setsid timeout 600 tail -f {state}/undo.json "
-                    f">/dev/null 2>&1 < /dev/null & ping -c 3 -i 0.2 -I {client.ip} {server.ip}")
-    assert started.returncode == 0, started.stdout + started.stderr
-    engine_pid = int((workdir / plan.prefix / "rtr" / "engine.pid").read_text())
-    os.kill(engine_pid, 0)
-    playbook("teardown", tdir)
-    # gone, or a zombie its parent (this machine's init after the detached start)
-    # has not reaped yet: either way no longer running
+    exp = tmp_path / "testbed.yaml"
+    exp.write_text(EXPERIMENT.replace("duration_s: 12", "duration_s: 60"))
+    workdir = tmp_path / "hostfiles"
+    hosts = m.hosts_file(ROLES, workdir)
+    study = tmp_path / "study"
+    assert not traffic_processes()
+    run = subprocess.Popen([str(REPO / ".venv/bin/python"), "-m", "swell", "run", str(exp),
+                            "--testbed", str(hosts), "-o", str(study)],
+                           env={**os.environ, "SWELL_QUIET": "1"}, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE)
     try:
-        state = Path(f"/proc/{engine_pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        state = "gone"
-    assert state in ("gone", "Z"), state
+        deadline = time.monotonic() + 200
+        starts: list[Path] = []
+        while not starts:
+            assert run.poll() is None, run.stderr.read().decode() if run.stderr else ""
+            assert time.monotonic() < deadline, "the run never started its traffic"
+            starts = list(workdir.glob("swl*/bgc0/jobs/start"))
+            time.sleep(0.2)
+        t0 = float(starts[0].read_text())
+        while time.time() < t0 + 5:  # mid-traffic: the background's clients run
+            time.sleep(0.2)
+        running = traffic_processes()
+        assert any("swell-gen run" in p for p in running), running
+        assert any("httperf" in p for p in running), running
+    finally:
+        run.kill()
+        run.wait()
+    tdir = next(study.glob("runs/*/rep1/testbed"))
+    data = json.loads((tdir / "testbed.json").read_text())["plan"]
+    plan = SimpleNamespace(prefix=data["prefix"],
+                           hosts=[EmulatedHost(**h) for h in data["hosts"]],
+                           edges=[SimpleNamespace(**e) for e in data["edges"]],
+                           ports=[SimpleNamespace(**p) for p in data["ports"]])
+    assert starts[0].parent.parent.parent.name == plan.prefix
+    playbook("teardown", tdir)
+    deadline = time.monotonic() + 15  # the killed run's ansible-playbook got SIGTERM
+    while traffic_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not traffic_processes()
     assert not leftovers(m, plan.prefix, [workdir], plan)
+    assert not (workdir / plan.prefix).exists()

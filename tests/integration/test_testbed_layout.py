@@ -12,8 +12,10 @@ Ansible test; netem, which runs in the VM layer's Debian guest under TCG:
 every netem hop that holds a delay fires its timer 0.1-0.6 ms late there, see
 docs/netem.md, so the round trip may exceed the links by up to 6 hops x 0.6 ms,
 and the difference between two clients must match their links within 1 ms),
-the router's captures hold the pings, and ``down`` leaves nothing: no qdisc on
-the router's ports, no namespace, interface or file with the prefix.
+the router's captures hold the pings, and ``down`` leaves nothing: no netem or
+htb qdisc on the router's ports (read from tc's text output, the reading that
+finds them before ``down`` in the netem case), no namespace, interface or file
+with the prefix.
 """
 
 from __future__ import annotations
@@ -60,6 +62,21 @@ def rtt_ms(ns: str, src: str, dst: str) -> float:
     got = [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
     assert len(got) >= 4, f"{src} -> {dst}: {out}"
     return statistics.median(got[1:])
+
+
+def shaping_qdiscs(namespaces) -> list[str]:
+    """Every netem or htb qdisc in ``namespaces``, from tc's text output (``ip -j qdisc``
+    and ``tc -j`` printed nothing in the VM layer's Debian 6.1 guest, so a check built
+    on them could not fail there): ``qdisc netem 10: dev r1 parent 1:10 ...``."""
+    out = []
+    for n in namespaces:
+        shown = subprocess.run(["tc", "-n", n, "qdisc", "show"], capture_output=True,
+                               text=True).stdout
+        for line in shown.splitlines():
+            m = re.match(r"qdisc (\S+) (\S+) dev (\S+)", line)
+            if m and m.group(1) in ("netem", "htb"):
+                out.append(f"{n}: qdisc {m.group(1)} {m.group(2)} on {m.group(3)}")
+    return out
 
 
 def lay_out(netns, tmp_path: Path, engine: str):
@@ -129,13 +146,11 @@ def test_router_shapes_with_each_engine(netns, tmp_path, engine):
             assert abs(diff - want) < 1.0, (a.ip, a2.ip, diff, want)
         if engine == "netem":
             # the router's end of every link and the core namespace shape (the RTTs
-            # above check each host's delay); `ip -j qdisc show` printed nothing in the
-            # Debian 6.1 guest, so tc's text is read from both namespaces
-            shown = "".join(subprocess.run(["tc", "-n", n, "qdisc", "show"],
-                                           capture_output=True, text=True).stdout
-                            for n in (ns["rtr"], f"{plan.prefix}-core"))
-            netems = [ln for ln in shown.splitlines() if ln.startswith("qdisc netem")]
-            assert len(netems) >= len(clients) + len(servers), shown
+            # above check each host's delay); the same reading finds none after down
+            shaping = shaping_qdiscs([ns["rtr"], f"{plan.prefix}-core"])
+            netems = [q for q in shaping if " netem " in q]
+            assert len(netems) >= len(clients) + len(servers), shaping
+            assert any(" htb " in q for q in shaping), shaping
         stop = subprocess.run(["ip", "netns", "exec", ns["rtr"], *SWELL, "stop", str(state),
                                "--prefix", plan.prefix], capture_output=True, text=True,
                               timeout=60)
@@ -152,9 +167,6 @@ def test_router_shapes_with_each_engine(netns, tmp_path, engine):
                                text=True).stdout
         left += [f"{name}: {w}" for w in re.findall(r"\d+: ([^:@]+)", links)
                  if w.startswith(plan.prefix)]
-        qd = subprocess.run(["ip", "-n", ns[name], "-j", "qdisc", "show"], capture_output=True,
-                            text=True).stdout
-        left += [f"{name}: qdisc {q['kind']} on {q['dev']}" for q in json.loads(qd or "[]")
-                 if q["kind"] in ("netem", "htb")]
+    left += shaping_qdiscs(ns.values())
     left += [str(p) for p in (tmp_path / "work").glob(f"{plan.prefix}/*")]
     assert not left, left

@@ -17,7 +17,7 @@ def files(tmp_path: Path) -> tuple[MachineFiles, Path, Path]:
     tmp.mkdir()
     roots = machine_roots(run, tmp_path / "study" / "models", tmp, tmp_path / "native", ROOT,
                           "/opt/swell/target/release")
-    return MachineFiles("m1", "10.0.0.1", (), ROOT, roots), run, tmp
+    return MachineFiles("m1", ROOT, roots), run, tmp
 
 
 def members(data: bytes | None) -> dict[str, bytes | None]:
