@@ -75,7 +75,7 @@ def load_results(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         path = path / "results.json"
-    input_file(path, "results file")
+    input_file(path, "results")
     data = _read_json(path)
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise SwellError(path, "not a swell results file")

@@ -10,14 +10,16 @@ default). Composition is explicit:
   scalars replace);
 * ``full:`` holds overrides applied only with ``swell run --full`` (the
   paper's full durations, one flag away from the scaled-down defaults);
-* ``sweep:`` maps a dotted field path (``topology.bottleneck.capacity_mbps``,
+* ``sweep:`` maps a dotted field path (``topology.bottleneck.rate_mbps``,
   ``background``, ``foreground.object_bytes``) to a list of values; the runs
   are the cartesian product, each repeated ``repetitions`` times.
 
 Every error names the file, the line and the field (``exp.yaml:12:
 background.kind: input should be 'none', 'swing', ...``). Loading resolves
 nothing on the host: paths stay strings, so any experiment file validates on
-any machine (tests check every file in ``experiments/``).
+any machine (tests check every file in ``experiments/``). An experiment,
+``extends:`` or topology file that is a FIFO, device or directory is refused
+by name before it is read (a FIFO with no writer would block forever).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import yaml
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from swell.errors import SwellError
+from swell.fsutil import input_file
 from swell.generators import registry
 from swell.generators.kind import Role
 from swell.generators.models import VariantSpec
@@ -177,6 +180,7 @@ def _line_map(node: yaml.Node, path: tuple[Any, ...], out: dict[tuple[Any, ...],
 
 def _read_yaml(path: Path, what: str = "experiment"
                ) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
+    input_file(path, "YAML")  # a FIFO would block forever, a directory is no file
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -234,7 +238,7 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-PATH_FIELDS = ("trace", "model")
+PATH_FIELDS = ("trace", "model", "flows")
 
 
 def _absolutize(data: dict[str, Any], base: Path) -> None:
@@ -272,8 +276,11 @@ def _resolve_extends(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any]
     parent_path = (path.parent / parent).resolve()
     if parent_path in seen:
         raise SwellError(path, f"extends: cycle through {parent_path.name}")
-    if not parent_path.is_file():
-        raise SwellError(f"{path}:{lines.get(('extends',), 1)}", f"extends: no such file {parent}")
+    try:
+        input_file(parent_path, "YAML")
+    except SwellError as exc:
+        raise SwellError(f"{path}:{lines.get(('extends',), 1)}",
+                         f"extends: {parent}: {exc.message}") from None
     base, _ = _resolve_extends(parent_path, seen + (parent_path,))
     return deep_merge(base, data), lines
 

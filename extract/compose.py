@@ -8,9 +8,16 @@ merging or scaling captures to get enough flows; this module does both, and
 says exactly how:
 
 * **sources**: real captures with complete TCP handshakes and one Ethernet
-  link type (pcap or pcapng; pcapng is converted with ``editcap -F pcap``);
-  only their Ethernet TCP and UDP packets over IPv4 or IPv6 are kept (ARP,
-  VLAN tags, IPv6 extension headers and the rest are dropped and counted);
+  link type (pcap or pcapng; pcapng is converted with ``editcap -F pcap``,
+  which stops at a damaged block: the packets the reader returns beyond it
+  are counted as ``unconverted`` and said); only their Ethernet TCP and UDP
+  packets over IPv4 or IPv6 are kept (ARP, VLAN tags, IPv6 extension headers
+  and the rest are dropped and counted);
+* **damage**: the records are those swell's reader returns (the reader
+  ``swell extract`` uses: after a damaged record length it resyncs at the
+  next plausible record, so one bad length costs one packet); what it could
+  not return is left for :func:`swell.extract.reader.last_damage` under the
+  source's name, for the command to report;
 * **copies**: each source appears ``copies`` times; copy ``k`` of source
   ``s`` is one more "user": its addresses are renumbered, address ``i`` of
   the source (IPv4 ones first, each family in sorted order) becoming
@@ -44,6 +51,8 @@ from pathlib import Path
 import numpy as np
 
 from swell.errors import SwellError
+from swell.extract.reader import open_trace
+from swell.fsutil import atomic_path, input_file
 
 ETH, IPV4, IPV6, HDR = 14, 0x0800, 0x86DD, 16  # Ethernet header, its types, pcap record header
 ADDRS, NET = 4096, 10 << 24  # addresses per copy; copies are renumbered into 10.0.0.0/8
@@ -65,6 +74,7 @@ class Source:
     src_idx: np.ndarray  # per record: index of its source address in the source's table
     dst_idx: np.ndarray
     v6: np.ndarray  # per record: an IPv6 packet
+    unconverted: int = 0  # packets the reader returns that editcap did not convert
 
     @property
     def duration_us(self) -> int:
@@ -89,16 +99,77 @@ def _as_pcap(path: Path, tmp: Path) -> Path:
     return out
 
 
+def _headers(ts_ns: np.ndarray, caplen: np.ndarray, wirelen: np.ndarray) -> np.ndarray:
+    """The records' pcap headers (seconds, microseconds, lengths) as the reader saw them."""
+    return np.stack([ts_ns // 1_000_000_000, ts_ns % 1_000_000_000 // 1000, caplen, wirelen],
+                    axis=1).astype(np.int64)
+
+
+def _find_record(data: bytes, raw: np.ndarray, pos: int, want: np.ndarray) -> int:
+    """The first offset at or after ``pos`` holding a record header equal to ``want``
+    (the lengths found by byte search, the time checked as the reader reads it)."""
+    lens = np.array(want[2:], dtype="<u4").tobytes()
+    at = data.find(lens, pos + 8)
+    while at >= 0:
+        h = raw[at - 8: at + 8].view("<u4").astype(np.int64)
+        if h[0] * 1_000_000 + h[1] == want[0] * 1_000_000 + want[1]:
+            return at - 8
+        at = data.find(lens, at + 1)
+    return -1
+
+
+def record_starts(path: Path, data: bytes) -> np.ndarray:
+    """Where the records the reader returns start in a classic pcap (``data``: its bytes).
+
+    The reader (the one ``swell extract`` uses) decides which records are real:
+    after a damaged length it resyncs at the next plausible record, so one bad
+    length costs one packet. Its packets are then located in ``data``: records
+    follow one another (checked by comparing headers, a block at a time); where
+    one does not (bytes the reader skipped), its header is searched for from
+    the end of the previous record. The damage is left for
+    :func:`swell.extract.reader.last_damage` (``path``'s name)."""
+    with open_trace(path) as tr:
+        cols = [(c.ts_ns, c.caplen, c.wirelen) for c in tr.chunks()]
+    if not cols:
+        return np.zeros(0, dtype=np.int64)
+    want = _headers(*(np.concatenate(x) for x in zip(*cols, strict=True)))
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ln = HDR + want[:, 2]
+    starts = np.empty(len(want), dtype=np.int64)
+    i, pos, block = 0, 24, 1 << 16
+    while i < len(want):
+        j = min(len(want), i + block)
+        st = pos + np.r_[0, np.cumsum(ln[i: j - 1])]
+        fits = st + HDR <= raw.size
+        got = raw[np.where(fits, st, 0)[:, None] + np.arange(HDR)].view("<u4").astype(np.int64)
+        same = fits & ((got[:, 0] * 1_000_000 + got[:, 1]
+                        == want[i:j, 0] * 1_000_000 + want[i:j, 1])
+                       & (got[:, 2:] == want[i:j, 2:]).all(axis=1))
+        k = int(np.argmin(same)) if not same.all() else j - i
+        starts[i: i + k] = st[:k]
+        if k == j - i:
+            pos, i = int(st[-1] + ln[j - 1]), j
+            continue
+        at = _find_record(data, raw, int(st[k]), want[i + k])
+        if at < 0:  # the reader returned a record that is not in the file: a reader bug
+            raise SwellError(path, f"record {i + k + 1} read but not found in the file")
+        starts[i + k] = at
+        pos, i = at + int(ln[i + k]), i + k + 1
+    return starts
+
+
 def load_source(path: Path, tmp: Path) -> Source:
     """Read a source capture's Ethernet TCP and UDP records over IPv4 or IPv6."""
-    raw = np.frombuffer(_as_pcap(path, tmp).read_bytes(), dtype=np.uint8)
-    starts, pos = [], 24
-    while pos + HDR <= len(raw):
-        starts.append(pos)
-        pos += HDR + int.from_bytes(raw[pos + 8: pos + 12].tobytes(), "little")
-    st = np.array(starts, dtype=np.int64)
-    if pos > len(raw):  # the last record is cut (a partial header after it is ignored)
-        st = st[:-1]
+    pcap = _as_pcap(path, tmp)
+    data = pcap.read_bytes()
+    st = record_starts(pcap, data)
+    unconverted = 0
+    if pcap != path:  # converted: the damage of the user's file, under its name
+        with open_trace(path) as tr:
+            unconverted = max(0, sum(len(c) for c in tr.chunks()) - st.size)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if not st.size:
+        raise SwellError(path, "no packets")
     hdr = raw[st[:, None] + np.arange(HDR)].view("<u4").reshape(-1, 4)
     t_us = hdr[:, 0].astype(np.int64) * 1_000_000 + hdr[:, 1]
     caplen = hdr[:, 2].astype(np.int64)
@@ -131,7 +202,7 @@ def load_source(path: Path, tmp: Path) -> Source:
     if len(table) > ADDRS:
         raise SwellError(path, f"{len(table)} addresses, at most {ADDRS} per source")
     return Source(path.name, raw[idx], np.r_[0, np.cumsum(ln)[:-1]], ln, t - t[0],
-                  int((~keep).sum()), inv[: st.size], inv[st.size:], v6)
+                  int((~keep).sum()), inv[: st.size], inv[st.size:], v6, unconverted)
 
 
 def _put_u32(buf: np.ndarray, at: np.ndarray, val: np.ndarray) -> None:
@@ -150,8 +221,7 @@ def build(out: Path, sources: list[Path], copies: int, span_s: float, seed: int 
     if not sources:
         raise SwellError("compose", "no source captures")
     for p in sources:
-        if not Path(p).is_file():
-            raise SwellError(p, "no such file")
+        input_file(p, "capture")
     span_us = int(span_s * 1e6)
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="swell-composite-") as td:
@@ -179,18 +249,13 @@ def build(out: Path, sources: list[Path], copies: int, span_s: float, seed: int 
     t, c, r = (np.concatenate(x) for x in (tt, cid, rec))
     o = np.argsort(t, kind="stable")
     t, c, r = t[o], c[o], r[o]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    try:
+    with atomic_path(out) as tmp:
         _write(tmp, t, c, r, data, g_start, g_len, g_src, g_dst, g_v6)
-        tmp.rename(out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return {"path": str(out), "span_s": span_s, "copies": copies, "seed": seed,
             "packets": int(t.size),
             "sources": [{"name": s.name, "packets": int(s.t_us.size),
                          "duration_s": s.duration_us / 1e6, "dropped": s.dropped,
-                         "ipv6_packets": int(s.v6.sum())}
+                         "ipv6_packets": int(s.v6.sum()), "unconverted": s.unconverted}
                         for s in srcs]}
 
 

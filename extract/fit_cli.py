@@ -15,6 +15,13 @@ autocovariance of data against model and the two count histograms.
 ``--check`` adds the re-fit check (arrivals generated from the model, counted
 and fitted again).
 
+Outputs never destroy: an OUTPUT that exists and is not a previous model of the
+same kind (a file, a directory with other files, the current directory) is
+refused before the fit (``--force`` replaces it; :func:`swell.fsutil.check_output`),
+and the model is written beside it and swapped in. Damage the reader met in a
+capture is printed and stored in the model's provenance (``reader.damage``),
+as ``swell extract`` does.
+
 Both model kinds carry ``kind`` in ``model.json``; :func:`peek_kind` reads it
 and :func:`show` prints and plots either kind, for ``swell model show``.
 """
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +39,8 @@ import numpy as np
 
 from swell.errors import SwellError
 from swell.extract import mmpp, modeldir, packetfit, weblogs
+from swell.extract.reader import last_damage
+from swell.fsutil import check_output, input_file
 
 # -- tables -------------------------------------------------------------------------------------
 
@@ -252,7 +262,28 @@ def show(
     return 0
 
 
+def _check_paths(args: argparse.Namespace, kind: str, what: str, source: str) -> None:
+    """Before the fit: OUTPUT may be replaced (missing, empty, a previous model of this
+    kind, or ``--force``), ``--plots`` is a directory, the input a readable file."""
+    check_output(args.output, is_previous=lambda p: peek_kind(p) == kind, what=what,
+                 force=args.force)
+    if args.plots and not args.no_plots and args.plots.exists() and not args.plots.is_dir():
+        raise SwellError(args.plots, "exists and is not a directory; give a directory for "
+                                     "the plots")
+    input_file(source, "capture" if kind == packetfit.KIND else "web log, count CSV or capture")
+
+
+def report_damage(path: str | os.PathLike[str], meta: dict[str, Any]) -> None:
+    """Say on stderr what the reader could not use in ``path`` and record it in ``meta``
+    (as ``swell extract`` does; its CLI module imports this one, so not from there)."""
+    damage = last_damage(path)
+    if damage:
+        print(f"swell: warning: {damage.one_line()}", file=sys.stderr)
+        meta["damage"] = damage.to_json()
+
+
 def _cmd_packets(args: argparse.Namespace) -> int:
+    _check_paths(args, packetfit.KIND, "swell packet model directory", args.trace)
     model = packetfit.fit_trace(
         args.trace,
         max_classes=args.max_classes,
@@ -262,6 +293,7 @@ def _cmd_packets(args: argparse.Namespace) -> int:
         ci_reps=args.ci_reps,
         max_samples=args.max_samples,
     )
+    report_damage(args.trace, model.meta["provenance"].setdefault("reader", {}))
     packetfit.save_packet_model(model, args.output)
     print(format_packet_table(model))
     print(f"\nwrote {args.output}")
@@ -272,6 +304,7 @@ def _cmd_packets(args: argparse.Namespace) -> int:
 
 
 def _cmd_mmpp(args: argparse.Namespace) -> int:
+    _check_paths(args, mmpp.KIND, "swell MMPP model directory", args.source)
     ev = weblogs.read_events(args.source)
     series = weblogs.count_series(
         ev, args.interval_s, args.count, args.session_timeout, args.max_gap_s
@@ -292,6 +325,8 @@ def _cmd_mmpp(args: argparse.Namespace) -> int:
         "session_timeout_s": args.session_timeout,
         "notes": series.notes,
     }
+    if ev.format == "pcap":  # a capture: say what the reader could not use
+        report_damage(args.source, prov.setdefault("reader", {}))
     if args.check:
         model.report["refit_check"] = mmpp.refit_check(model, seed=args.seed)
     mmpp.save_mmpp_model(model, args.output, prov)
@@ -320,6 +355,8 @@ def register(sub: Any) -> None:
     )
     pk.add_argument("trace", help="pcap or pcapng file")
     pk.add_argument("-o", "--output", required=True, help="model directory to write")
+    pk.add_argument("--force", action="store_true",
+                    help="replace OUTPUT even when it is not a previous model of this kind")
     pk.add_argument("--plots", type=Path, help="plot directory (default MODEL/plots)")
     pk.add_argument("--no-plots", action="store_true", help="print the table only")
     pk.add_argument("--max-classes", type=int, default=12, help="largest classes fitted (12)")
@@ -344,6 +381,8 @@ def register(sub: Any) -> None:
     )
     mm.add_argument("source", help="web log, count CSV, or pcap/pcapng")
     mm.add_argument("-o", "--output", required=True, help="model directory to write")
+    mm.add_argument("--force", action="store_true",
+                    help="replace OUTPUT even when it is not a previous model of this kind")
     mm.add_argument("--interval-s", type=float, default=60.0, help="counting interval (60 s)")
     mm.add_argument(
         "--count",

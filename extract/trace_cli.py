@@ -6,7 +6,9 @@ unusable files (and FIFOs, devices) surface as the reader's one-line
 :class:`~swell.extract.reader.TraceError`; the offset of the first damaged
 record is printed below the warnings. ``compose`` refuses an OUT that exists
 and is not a capture (``--force`` replaces it). ``compose`` merges single-user
-captures into a many-user composite (:mod:`swell.extract.compose`).
+captures into a many-user composite (:mod:`swell.extract.compose`); damage the
+reader met in a source (records skipped, a cut end) is printed as ``swell
+extract`` prints it.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ def _is_capture(path: Path) -> bool:
 
 
 def cmd_compose(args: argparse.Namespace) -> int:
+    from swell.extract.cli import report_damage
     from swell.extract.compose import build
 
     check_output(args.out, is_previous=_is_capture, what="capture", force=args.force,
@@ -117,5 +120,11 @@ def cmd_compose(args: argparse.Namespace) -> int:
                                        if src["ipv6_packets"] else "")
               + (f"  ({src['dropped']:,} not TCP/UDP over IP dropped)" if src["dropped"]
                  else ""))
+    for path, src in zip(args.sources, info["sources"], strict=True):
+        report_damage(path, src)  # on stderr, as swell extract does
+        if src["unconverted"]:
+            print(f"swell: warning: {path}: editcap converted it to pcap only up to its "
+                  f"damage: {src['unconverted']:,} packets the reader returns are not in the "
+                  "composite", file=sys.stderr)
     print(f"wrote {info['path']}: {info['packets']:,} packets over {info['span_s']:g} s")
     return 0

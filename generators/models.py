@@ -3,7 +3,10 @@
 A kind that replays a model (Swing) or matches its rate (CBR/Poisson with
 ``match_model``) names a model directory or a trace. :func:`base_model`
 returns the directory, extracting a trace once per study (cached under the
-study's ``models/`` by the trace's content hash); :func:`apply_variant`
+study's ``models/`` by the trace's content hash; damage the reader met in the
+trace, records skipped or a cut end, is stored in the model's provenance as
+``swell extract`` stores it, and :func:`model_damage` reads it back for the
+run's warnings); :func:`apply_variant`
 applies a :class:`VariantSpec` (RSP x k, HB constant RTT, zero think time,
 capped access links, then session scaling or scaling to a target rate) and
 saves the result as its own model directory, so a run keeps exactly what it
@@ -13,7 +16,9 @@ replayed. :func:`model_rate_bps` is the model's mean server -> client rate.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -63,13 +68,37 @@ def base_model(model: str | None, trace: str | None, cache: Path, base_dir: Path
         return path
     if not trace:
         return None
+    from swell.extract.reader import last_damage
+
     src = base_dir / trace
     if not src.is_file():
         raise SwellError(src, "no such trace")
     dest = cache / f"model-{_hash_file(src)}"
     if not (dest / "model.json").is_file():
-        save_model(extract_model(src, label=f"extract {src.name}"), dest)
+        m = extract_model(src, label=f"extract {src.name}")
+        damage = last_damage(src)
+        if damage:  # kept with the model: every run that replays it reports it
+            m.meta["provenance"].setdefault("reader", {})["damage"] = damage.to_json()
+        save_model(m, dest)
     return dest
+
+
+def model_damage(model_dir: Path | None) -> tuple[dict[str, Any], str] | None:
+    """The damage the reader met in the trace a model was extracted from (as stored in
+    its ``model.json``: ``provenance.reader.damage``) and its one line for the screen;
+    None when there was none (or no model)."""
+    from swell.extract.reader import Damage
+
+    if model_dir is None:
+        return None
+    try:
+        prov = json.loads((Path(model_dir) / "model.json").read_text())["provenance"]
+        d = prov["reader"]["damage"]
+        line = Damage(str(prov.get("source", model_dir)), dict(d["reasons"]),
+                      int(d["skipped_packets"]), d.get("first_offset")).one_line()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return ({"source": prov.get("source"), **d}, line) if line else None
 
 
 def apply_variant(model_dir: Path, variant: VariantSpec | None, cache: Path) -> Path:

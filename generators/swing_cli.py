@@ -1,7 +1,8 @@
 """``swell gen schedule``, ``swell gen swing``, ``swell gen serve``: Swing by hand.
 
 * ``swell gen schedule MODEL -o FILE --clients ... --servers ...``: draw a
-  session schedule from a Swing model with one seed.
+  session schedule from a Swing model with one seed. An OUTPUT that exists and
+  is not a schedule is refused (``--force`` replaces it).
 * ``swell gen swing --schedule FILE``: serve on the schedule's server
   addresses (in ``--dst-ns``) and run its sessions (in ``--src-ns``).
 * ``swell gen serve --listen ADDR:PORT ...``: only the server side, until
@@ -17,8 +18,10 @@ import json
 from pathlib import Path
 
 from swell.errors import SwellError
+from swell.fsutil import check_output
 from swell.generators.base import Netns, run_generator
 from swell.generators.cli_common import add_places, out_dir, place, split
+from swell.generators.schedule import FORMAT as SCHEDULE_FORMAT
 from swell.generators.schedule import build_schedule, load_app_samples, write_schedule
 from swell.generators.swing import (
     PlaceHosts,
@@ -30,7 +33,19 @@ from swell.generators.swing import (
 from swell.native import native_artifact
 
 
+def is_schedule(path: Path) -> bool:
+    """Whether ``path`` is a schedule file (its first line names the schedule format)."""
+    try:
+        with open(path, "rb") as f:
+            head = json.loads(f.readline(1 << 16))
+    except (OSError, ValueError):
+        return False
+    return isinstance(head, dict) and head.get("format") == SCHEDULE_FORMAT
+
+
 def cmd_schedule(args: argparse.Namespace) -> int:
+    check_output(args.output, is_previous=is_schedule, what="swell schedule file",
+                 force=args.force, directory=False)
     apps, rate_scale = load_app_samples(args.model, base_port=args.base_port,
                                         apps=split(args.apps) if args.apps else None)
     sched = build_schedule(apps, split(args.clients), split(args.servers), args.duration,
@@ -88,6 +103,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("schedule", help="draw a session schedule from a Swing model")
     p.add_argument("model", help="Swing model directory")
     p.add_argument("-o", "--output", required=True, help="schedule file to write (JSON lines)")
+    p.add_argument("--force", action="store_true",
+                   help="replace OUTPUT even when it is not a previous schedule")
     p.add_argument("--clients", required=True, help="client addresses, comma separated")
     p.add_argument("--servers", required=True, help="server addresses, comma separated")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of session arrivals")

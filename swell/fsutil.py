@@ -216,11 +216,11 @@ def check_output(dest: str | os.PathLike[str], *, is_previous: Callable[[Path], 
     mode = os.lstat(dest).st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
         raise SwellError(dest, "is a special file (FIFO, device or socket), not an output path")
-    if stat.S_ISDIR(mode) and not stat.S_ISLNK(mode) and not any(dest.iterdir()):
+    if stat.S_ISDIR(mode) and not directory:  # even empty: a file cannot replace it
+        raise SwellError(dest, f"is a directory; give a file path for the {what}")
+    if stat.S_ISDIR(mode) and not any(dest.iterdir()):
         return dest
     if is_previous(dest) or force:
-        if stat.S_ISDIR(mode) and not directory and not stat.S_ISLNK(mode):
-            raise SwellError(dest, f"is a directory; give a file path for the {what}")
         return dest
     kind = "a directory" if stat.S_ISDIR(mode) else "a file"
     raise SwellError(dest, f"exists and is {kind} that is not a {what}; refusing to replace "
@@ -287,7 +287,7 @@ def input_file(path: str | os.PathLike[str], what: str) -> Path:
     except OSError as exc:
         raise SwellError(p, f"cannot read: {exc.strerror or exc}") from None
     if stat.S_ISDIR(mode):
-        raise SwellError(p, f"is a directory, not a {what}")
+        raise SwellError(p, f"is a directory, not a {what} file")
     if not stat.S_ISREG(mode):
         raise SwellError(p, f"is a FIFO, socket or device, not a {what} file")
     if not os.access(p, os.R_OK):

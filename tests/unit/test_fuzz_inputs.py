@@ -34,6 +34,7 @@ CAPTURE_CASES = 300 * SCALE
 EXTRACT_CASES = 20 * SCALE
 LENGTH_CASES = 100 * SCALE
 YAML_CASES = 100 * SCALE
+COMPOSE_CASES = 100 * SCALE
 SEED = 18
 
 
@@ -162,3 +163,41 @@ def test_mutated_experiment_files(tmp_path: Path, capsys) -> None:
             assert "\n" not in line and line.startswith("swell: ") and f"e{i}.yaml" in line
         codes[code] += 1
     assert codes[0] and codes[2], codes
+
+
+def test_mutated_captures_through_compose(tmp_path: Path) -> None:
+    """``swell trace compose`` keeps what the reader returns: every record the reader
+    reads is composed or counted as dropped (not TCP/UDP over IP), none is lost at a
+    damaged length (compose walked records itself once and stopped there); only a
+    converted source (pcapng, through editcap, which stops at damage) may count
+    packets as ``unconverted``; a capture it cannot use is a one-line refusal with
+    nothing written."""
+    from swell.extract.compose import build
+    from swell.extract.reader import open_trace
+
+    rng = random.Random(SEED + 4)
+    seeds = _seeds()
+    outcomes = {"composed": 0, "refused": 0, "damaged": 0}
+    for i in range(COMPOSE_CASES):
+        src = tmp_path / f"c{i}.pcap"
+        src.write_bytes(_mutate(rng, rng.choice(seeds)))
+        out = tmp_path / f"out{i}.pcap"
+        try:
+            with open_trace(src) as tr:
+                n = sum(len(c) for c in tr.chunks())
+                damaged = bool(tr.damage)
+            info = build(out, [src], 1, float(1 << 31))
+        except SwellError as exc:
+            assert "\n" not in exc.one_line()
+            assert not out.exists()
+            outcomes["refused"] += 1
+            continue
+        s = info["sources"][0]
+        assert s["packets"] + s["dropped"] + s["unconverted"] == n, (i, s, n)
+        assert s["unconverted"] == 0 or src.read_bytes()[:4] != bytes.fromhex("d4c3b2a1")
+        with open_trace(out) as tr:
+            assert sum(len(c) for c in tr.chunks()) == s["packets"] and not tr.damage
+        outcomes["composed"] += 1
+        outcomes["damaged"] += damaged
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert outcomes["composed"] and outcomes["refused"] and outcomes["damaged"], outcomes
