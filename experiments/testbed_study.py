@@ -54,7 +54,13 @@ from typing import Any
 from swell.errors import SwellError
 from swell.experiments.collect import collect_run
 from swell.experiments.results import RESULTS_VERSION, assemble_results
-from swell.experiments.runner import host_metadata, is_study, prepare_kinds, run_digest
+from swell.experiments.runner import (
+    host_metadata,
+    is_study,
+    prepare_kinds,
+    run_digest,
+    run_inputs,
+)
 from swell.experiments.schema import RunPlan, expand_runs, load_experiment
 from swell.experiments.session import Session
 from swell.experiments.testbed_jobs import (
@@ -362,6 +368,8 @@ def run_testbed_study(path: str | Path, testbed: str | Path,
     hosts, _ = hosts_of(testbed)
     exp = load_experiment(path, full=full)
     plans = expand_runs(exp, str(path))
+    for p in plans:  # every run's kinds, before anything is laid out
+        check_supported(p.spec.background.kind, p.spec.foreground.kind)
     if any(p.spec.tcp_ssthresh_cache for p in plans):
         raise SwellError(path, "tcp_ssthresh_cache: applies to local runs; a testbed's "
                          "machines keep their own net.ipv4.tcp_no_ssthresh_metrics_save")
@@ -377,7 +385,9 @@ def run_testbed_study(path: str | Path, testbed: str | Path,
         wanted: dict[tuple[str, int], str] = {}
         for i, plan in enumerate(plans, 1):
             rdir = study / "runs" / plan.key / f"rep{plan.repetition}"
-            digest = run_digest(plan, full, "testbed")
+            # as a local run's: the spec and what it reads (traces, models, topology file)
+            inputs = run_inputs(plan, path.resolve().parent)
+            digest = run_digest(plan, full, "testbed", path.resolve().parent)
             wanted[(plan.key, plan.repetition)] = digest
             if (rdir / "run.json").is_file():
                 try:
@@ -394,6 +404,6 @@ def run_testbed_study(path: str | Path, testbed: str | Path,
                           unit="s") as prog:
                 result = run_one(plan, study, rdir, hosts, path.resolve().parent, prog,
                                  prepare=(i == 1))
-            write_json(rdir / "run.json", {**result, "spec_digest": digest})
+            write_json(rdir / "run.json", {**result, "spec_digest": digest, "inputs": inputs})
         assemble_results(study, wanted)
     return study

@@ -9,6 +9,8 @@ already satisfied), ``layout``, ``collect`` and ``teardown`` over ssh; the
 round trips measured between emulated hosts on different machines must match
 the rendered access links and bottleneck, and teardown must leave nothing
 with the run's prefix (namespaces, interfaces, addresses, processes, files).
+A second test SIGKILLs a real ``swell run --testbed`` while its traffic runs
+on the machines and runs ``teardown`` after it.
 """
 
 from __future__ import annotations
@@ -196,7 +198,7 @@ def test_teardown_after_a_killed_run(testbed, tmp_path):
     finally:
         run.kill()
         run.wait()
-    tdir = next(study.glob("runs/*/rep1/testbed"))
+    tdir = next(study.glob("runs/*/rep*/testbed"))
     data = json.loads((tdir / "testbed.json").read_text())["plan"]
     plan = SimpleNamespace(prefix=data["prefix"],
                            hosts=[EmulatedHost(**h) for h in data["hosts"]],

@@ -54,18 +54,19 @@ UNDER_DELIVERED = re.compile(r"background (forward|reverse): delivered [\d.]+ of
 CI_DEMO = f"extends: {DEMO}\nduration_s: 8\nwarmup_s: 2\n"
 # thresholds from the runs measured on this machine (docs/testbed.md section 6; the
 # demo's seeds are fixed, so every CI run draws the same schedules):
-POISSON_SHARE = 0.9  # of asked, delivered by Poisson (open loop; measured 0.94-0.95)
+POISSON_SHARE = 0.9  # of asked, delivered by Poisson (open loop; measured 0.94-0.96)
 # of the schedule's offered load in the window, delivered by Swing: an 8 s window
 # offers every byte of a session started in it, and a responsive background beside
 # back-to-back downloads carries part of it (measured, testbed and local alike:
-# Swing 3.3M 0.16 of 3.90 Mbit/s, Swing 4x 0.56-0.63 of 19.04): 3/4 of the lowest
+# Swing 3.3M 0.16-0.17 of 3.90 Mbit/s, Swing 4x 0.55-0.65 of 19.04): 3/4 of the lowest
 SWING_SHARE = {"Swing 3.3M": 0.12, "Swing 4x": 0.42}
 # testbed against local, same file and seed: delivered load within this share of the
-# asked load (measured 0.00-0.10), the foreground's median response time within this
-# ratio (measured 0.2-0.6%; Swing 4x, seven downloads beside a saturating background,
-# 10%), the fidelity bench's generated throughput per direction within this ratio
+# asked load (measured 0.00-0.14: Swing 4x's testbed runs carried 12.0-12.4 Mbit/s,
+# its local ones 10.6-10.7), the foreground's median response time within this ratio
+# (measured 0-4%; Swing 4x, seven downloads beside a saturating background, 8-10%),
+# the fidelity bench's generated throughput per direction within this ratio
 # (measured 0.1-1.7%)
-DELIVERED_TOL = 0.2
+DELIVERED_TOL = 0.25
 MEDIAN_TOL = {"default": 0.15, "Swing 4x": 0.35}
 FIDELITY_TOL = 0.15
 UDP_LOSSES = re.compile(r"background: \d+ connections cut at the end and \d+ failed of \d+ .*"
@@ -212,7 +213,9 @@ def test_demo_study_on_the_testbed_as_locally(machines, tmp_path, monkeypatch):
         assert not left, (label, left)
     by = {r["label"]: r for r in runs}
 
-    # the same file and seed, locally
+    # the same file and seed, locally (Apache's objects where its workers can read them:
+    # the machines' work folder, not pytest's 0700 one)
+    monkeypatch.setattr(tempfile, "tempdir", str(work))
     local_dir = control / "local"
     assert swell_main(["run", str(exp), "-o", str(local_dir), "--no-report"]) == 0
     local = {r["label"]: r for r in load_results(local_dir)["runs"]}

@@ -260,3 +260,11 @@ def test_the_routers_capture_is_cut_to_the_runs_span(tmp_path):
     src.write_bytes(b"\x0a\x0d\x0d\x0a" + bytes(20))  # pcapng: refused, named
     with pytest.raises(SwellError, match="not a pcap"):
         cut_capture(src, dst, 0, 1)
+
+
+def test_kinds_the_testbed_does_not_run_are_refused():
+    from swell.experiments.testbed_jobs import check_supported
+
+    check_supported("swing", "httperf")
+    with pytest.raises(SwellError, match="'bulk' does not run on a testbed"):
+        check_supported("none", "bulk")
