@@ -39,7 +39,7 @@ from swell.topologies.topology import (
     process_start,
 )
 
-PREFIX = r"sw[0-9a-f]{4}"
+PREFIX = r"swl?[0-9a-f]{4}"  # local runs: sw + 4 hex; testbed runs: swl + 4 hex
 NAME_RE = re.compile(rf"^({PREFIX})-")
 PREFIX_RE = re.compile(rf"^{PREFIX}$")
 SHELL_RE = re.compile(rf"mininet:({PREFIX})-")
