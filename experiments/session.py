@@ -28,6 +28,21 @@ READY_TIMEOUT_S = 15.0
 TICK_S = 0.2  # progress display cadence, not a readiness wait
 
 
+def stop_generators(bg: Generator | None, fg: Generator | None) -> None:
+    """The foreground, then the background; the first error is raised after both stopped
+    (the local session and a testbed run stop their generators alike)."""
+    error: BaseException | None = None
+    for gen in (fg, bg):
+        if gen is None:
+            continue
+        try:
+            gen.stop()
+        except Exception as exc:  # noqa: BLE001 - re-raised below, after the other stop
+            error = error or exc
+    if error is not None:
+        raise error
+
+
 class Session:
     """Drives a background and a foreground generator (either may be None)."""
 
@@ -76,16 +91,7 @@ class Session:
 
     def _stop_all(self) -> None:
         """Stop both (foreground first); the first error is raised after both stopped."""
-        error: BaseException | None = None
-        for gen in (self.fg, self.bg):
-            if gen is None:
-                continue
-            try:
-                gen.stop()
-            except Exception as exc:  # noqa: BLE001 - re-raised below, after the other stop
-                error = error or exc
-        if error is not None:
-            raise error
+        stop_generators(self.bg, self.fg)
 
     def window(self) -> Window:
         t = self.timing

@@ -62,7 +62,7 @@ from swell.experiments.runner import (
     run_inputs,
 )
 from swell.experiments.schema import RunPlan, expand_runs, load_experiment
-from swell.experiments.session import Session
+from swell.experiments.session import Session, stop_generators
 from swell.experiments.testbed_jobs import (
     JobPlace,
     Recorder,
@@ -74,7 +74,6 @@ from swell.experiments.testbed_jobs import (
 )
 from swell.experiments.testbed_run import playbook, run_topology, task_output
 from swell.fsutil import check_output, dir_lock, write_json, write_text
-from swell.generators.base import Generator
 from swell.generators.kind import PrepareContext, RunContext
 from swell.native import native_dir
 from swell.placement import Endpoint, Placement
@@ -219,21 +218,6 @@ def cut_capture(src: Path, dst: Path, start: float, end: float) -> int:
                 fo.write(h + data)
                 kept += 1
     return kept
-
-
-def stop_generators(bg: Generator | None, fg: Generator | None) -> None:
-    """The foreground, then the background, as the local session stops them; the first
-    error is raised after both stopped."""
-    error: BaseException | None = None
-    for gen in (fg, bg):
-        if gen is None:
-            continue
-        try:
-            gen.stop()
-        except Exception as exc:  # noqa: BLE001 - re-raised below, after the other stop
-            error = error or exc
-    if error is not None:
-        raise error
 
 
 def start_and_lateness(statuses: dict[str, Any]) -> tuple[float, dict[str, float]]:
