@@ -33,8 +33,9 @@ kinds and generators as a local run, unchanged, in three passes:
    then the generators stop and collect as after a local run and the kinds
    make their results from the same files and lines.
 
-Only kinds whose readiness is of those forms are known to run this way
-(:data:`SUPPORTED`); another kind is refused before anything is laid out.
+Only kinds whose readiness is of those forms are known to run this way (their
+``testbed`` class attribute, :class:`~swell.generators.kind.TrafficKind`); another
+kind is refused before anything is laid out.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from typing import Any
 
 from swell.errors import SwellError
 from swell.fsutil import write_json
+from swell.generators import registry
 from swell.generators.base import Generator
 from swell.placement import Place
 from swell.topologies.testbed_files import MachineFiles
@@ -66,16 +68,15 @@ READY_LINES: dict[tuple[str, str | None], tuple[str, str]] = {
     ("swell-gen", "serve"): ("stdout", "READY"), ("swell-gen", "recv"): ("stdout", "READY"),
     ("tcpdump", None): ("stderr", "listening on")}
 SIGINT_PROGRAMS = ("httperf", "ab", "tcpdump")  # they print their counters on SIGINT
-SUPPORTED = {"background": ("none", "fixed_loss", "swing", "cbr", "poisson"),
-             "foreground": ("none", "httperf")}
 
 
 def check_supported(background: str, foreground: str) -> None:
     """Refuse a kind the testbed does not run (before anything is laid out)."""
     for role, kind in (("background", background), ("foreground", foreground)):
-        if kind not in SUPPORTED[role]:
+        names = [n for n, cls in registry.kinds(role).items() if cls.testbed]
+        if kind not in names:
             raise SwellError(role, f"kind {kind!r} does not run on a testbed yet (supported: "
-                             f"{', '.join(SUPPORTED[role])})")
+                             f"{', '.join(names)})")
 
 
 def _program(argv: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""The one interface every generator implements, and the registry.
+"""The one interface every generator implements: processes, readiness, counters.
 
 A generator drives programs on two sides of a topology: a *server* side
 (listeners, receivers) and a *client* side (session runners, senders). Where a
@@ -9,8 +9,9 @@ its stdout on a thread (readiness lines, JSON counter lines) and is stopped
 with SIGTERM, then SIGKILL after a grace period; nothing is ever left
 running, even when a step fails (:func:`run_generator` stops in ``finally``).
 
-Lifecycle (``Generator``): ``check()`` (dependencies; raises
-EnvironmentProblem) -> ``start_server()`` -> ``wait_ready()`` (probes the
+Lifecycle (``Generator``): ``check()`` (its ``tools``, each a :class:`Tool`
+naming its Debian package, and its ``native`` binaries; raises
+EnvironmentProblem, exit 3) -> ``start_server()`` -> ``wait_ready()`` (probes the
 server from the client side: a real request/response, never a sleep) ->
 ``start_client()`` -> ``poll()`` live counters while ``running()`` ->
 ``stop()`` -> ``collect()`` into a :class:`GenResult` (time series and
@@ -33,7 +34,7 @@ import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -45,8 +46,8 @@ from swell.native import native_artifact
 from swell.placement import Local, Netns, Place, Via
 from swell.progress import Progress
 
-__all__ = ["Local", "Netns", "Place", "Via", "Proc", "Generator", "GenResult",
-           "run_generator", "counter_series", "parse_json_lines", "live_status"]
+__all__ = ["Local", "Netns", "Place", "Via", "Proc", "Generator", "GenResult", "Tool", "require",
+           "DITG", "run_generator", "counter_series", "parse_json_lines", "live_status"]
 
 
 class Proc:
@@ -172,28 +173,59 @@ def parse_json_lines(lines: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-TOOL_PACKAGES = {"ITGSend": "d-itg", "ITGRecv": "d-itg", "ITGDec": "d-itg",
-                 "tcpreplay": "tcpreplay", "tcprewrite": "tcpreplay", "httperf": "httperf"}
+@dataclass(frozen=True)
+class Tool:
+    """A program something runs, and the Debian package that has it.
+
+    The one way a kind or a generator declares what it needs (:func:`require`).
+    ``program`` is a name on PATH or a path (``/usr/sbin/apache2``). A tool Debian
+    does not package has ``package=None`` and ``source`` says where to get it.
+    """
+
+    program: str
+    package: str | None
+    source: str = ""
+
+    def problem(self) -> EnvironmentProblem | None:
+        """None when the program is there; else the error that names it and its package."""
+        if shutil.which(self.program) is not None:
+            return None
+        if self.package is not None:
+            return EnvironmentProblem(self.program, f"not installed (apt-get install "
+                                                    f"{self.package})")
+        return EnvironmentProblem(self.program, f"not on PATH (not packaged in Debian: "
+                                                f"{self.source})")
+
+
+def require(tools: Iterable[Tool], alternative: str = "") -> None:
+    """Raise :class:`EnvironmentProblem` (exit 3) for the first missing tool:
+    ``<program>: not installed (apt-get install <package>)[; <alternative>]``."""
+    for tool in tools:
+        if (exc := tool.problem()) is not None:
+            if alternative:
+                raise EnvironmentProblem(exc.where, f"{exc.message}; {alternative}")
+            raise exc
+
+
+DITG = (Tool("ITGSend", "d-itg"), Tool("ITGRecv", "d-itg"), Tool("ITGDec", "d-itg"))
 
 
 class Generator(ABC):
     """One traffic generator: server side, client side, readiness, counters, results."""
 
     name: ClassVar[str]
-    tools: ClassVar[tuple[str, ...]] = ()
+    tools: ClassVar[tuple[Tool, ...]] = ()  # programs it runs (:func:`require`)
+    native: ClassVar[tuple[str, ...]] = ("swell-gen",)  # swell's own binaries it runs
 
     def __init__(self) -> None:
         self.procs: list[Proc] = []
         self.counter_lines: list[dict[str, Any]] = []
 
     def check(self) -> None:
-        """Raise EnvironmentProblem if a needed program is missing."""
-        native_artifact("swell-gen")
-        for tool in self.tools:
-            if shutil.which(tool) is None:
-                pkg = TOOL_PACKAGES.get(tool)
-                raise EnvironmentProblem(tool, "not installed" + (f" (Debian package {pkg})"
-                                                                  if pkg else ""))
+        """Raise EnvironmentProblem if a needed program is missing (or not built)."""
+        for name in self.native:
+            native_artifact(name)
+        require(self.tools)
 
     def spawn(self, label: str, place: Place, argv: Sequence[str]) -> Proc:
         proc = Proc(label, place, argv)

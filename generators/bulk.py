@@ -7,30 +7,40 @@ keeps sending and loses packets instead. iperf3 serves on the foreground
 server's address and the client downloads from it (``-R``: the server sends,
 in the same direction as the web downloads), reporting its throughput every
 100 ms as JSON. iperf3 takes IPv6 addresses as they are (``-B``, ``-c``).
+
+Results: the mean, bytes and whether iperf3 was cut short as metrics, the
+throughput per 100 ms as the series ``throughput_mbps``; the kind's
+:meth:`BulkKind.report` draws that series per configuration (and still reads
+the ``bulk.series_mbps`` of results written before the series moved there).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Any, Literal
 
-from swell.errors import EnvironmentProblem, SwellError
-from swell.generators.base import Generator, GenResult, Place
-from swell.generators.kind import KindResult, KindSpec, RunContext, Tool, TrafficKind, Window
+import numpy as np
+
+from swell.errors import SwellError
+from swell.generators.base import Generator, GenResult, Place, Tool, require
+from swell.generators.kind import (
+    KindResult,
+    KindSpec,
+    ReportPart,
+    RunContext,
+    TrafficKind,
+    Window,
+)
 from swell.generators.web import tcp_probe_argv
 from swell.inet import hostport
 from swell.placement import Endpoint
 
 PORT = 5201
-
-
-def check_dependencies() -> None:
-    if shutil.which("iperf3") is None:
-        raise EnvironmentProblem("iperf3", "not installed (apt-get install iperf3)")
+IPERF3 = (Tool("iperf3", "iperf3"),)
 
 
 class Bulk:
@@ -44,7 +54,7 @@ class Bulk:
         self.client: subprocess.Popen | None = None
 
     def start_server(self, place: Place) -> None:
-        check_dependencies()
+        require(IPERF3)
         self.server = place.popen(["iperf3", "-s", "-B", self.server_ip, "-p", str(PORT)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -131,15 +141,14 @@ class BulkGenerator(Generator):
     """iperf3 as a generator: server, readiness probe, one download, its JSON report."""
 
     name = "bulk"
+    tools = IPERF3
+    native = ()
 
     def __init__(self, server: Endpoint, client: Endpoint, seconds: float) -> None:
         super().__init__()
         self.server, self.client = server, client
         self.bulk = Bulk(server.ip, client.ip, seconds)
         self.report: dict[str, Any] | None = None
-
-    def check(self) -> None:
-        check_dependencies()
 
     def start_server(self) -> None:
         self.bulk.start_server(self.server.place)
@@ -170,7 +179,7 @@ class BulkKind(TrafficKind):
     name = "bulk"
     role = "foreground"
     Spec = BulkSpec
-    tools = (Tool("iperf3", "iperf3"),)
+    tools = IPERF3
 
     def build(self, ctx: RunContext) -> Generator:
         pl = ctx.placement
@@ -180,4 +189,36 @@ class BulkKind(TrafficKind):
 
     def result(self, gen: GenResult | None, window: Window) -> KindResult:
         bulk = None if gen is None else gen.summary.get("bulk")
-        return KindResult(self.name, {"bulk": bulk} if bulk is not None else {})
+        if bulk is None:
+            return KindResult(self.name)
+        metrics = {k: v for k, v in bulk.items() if k != "series_mbps"}
+        return KindResult(self.name, metrics, {"throughput_mbps": bulk["series_mbps"]})
+
+    @classmethod
+    def report(cls, groups: dict[str, list[dict[str, Any]]], out: Path) -> ReportPart:
+        """The download's throughput over time per configuration (repetition 0)."""
+        from swell.analysis import plots as P
+
+        lines, colors = [], []
+        for i, (label, runs) in enumerate(groups.items()):
+            series, step = throughput(runs[0].get("foreground") or {})
+            if series:
+                lines.append((label, np.arange(len(series)) * step, np.asarray(series, float)))
+                colors.append(P.COLORS[i % len(P.COLORS)])
+        if not lines:
+            return ReportPart()
+        fig = P.plot_time_series(lines, title="Foreground bulk download (iperf3, 100 ms)",
+                                 scale=1.0, colors=colors)
+        return ReportPart([(p, CAPTION) for p in P.save(fig, out / "foreground-bulk")
+                           if p.suffix == ".png"])
+
+
+CAPTION = "Throughput of the foreground's bulk TCP download, competing with the background."
+
+
+def throughput(fg: dict[str, Any]) -> tuple[list[float], float]:
+    """A stored bulk result's throughput series (Mbit/s) and its step (s); results written
+    before the series moved to ``series`` kept it as ``bulk.series_mbps``."""
+    old = fg.get("bulk") or {}
+    series = (fg.get("series") or {}).get("throughput_mbps") or old.get("series_mbps") or []
+    return list(series), float(fg.get("interval_s") or old.get("interval_s") or 0.1)

@@ -41,6 +41,7 @@ from scipy import stats
 
 from swell.errors import EnvironmentProblem, SwellError
 from swell.generators.base import (
+    DITG,
     Generator,
     GenResult,
     Local,
@@ -129,7 +130,7 @@ class CbrGenerator(Generator):
         self.receiver: Proc | None = None
         self.sender: Proc | None = None
         self.sender_summary: dict[str, Any] = {}
-        self.tools = ("ITGSend", "ITGRecv", "ITGDec") if cfg.engine == "ditg" else ()
+        self.tools = DITG if cfg.engine == "ditg" else ()
 
     def check(self) -> None:
         try:
@@ -348,6 +349,7 @@ class CbrKind(TrafficKind):
     Spec = CbrSpec
     cli = "swell.generators.cbr_cli"
     native = ("swell-gen",)
+    testbed = True
     dist = "const"
 
     def __init__(self, spec: KindSpec) -> None:

@@ -12,7 +12,9 @@ A kind has, as class attributes:
 * ``Spec``: its typed options, a :class:`KindSpec` with ``kind:
   Literal[name]`` (unknown keys are errors; ``swell check`` validates them with
   file and line);
-* ``tools``: the programs it runs, each with the Debian package that has it.
+* ``tools``: the programs it runs, each a :class:`~swell.generators.base.Tool`
+  with the Debian package that has it (the same declaration as a generator's);
+* ``testbed``: whether it runs on a testbed (``swell testbed``), not only locally.
 
 and a life cycle the runner drives, in order:
 
@@ -36,13 +38,12 @@ Kinds never see the topology: only the :class:`~swell.placement.Placement`
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from swell.errors import EnvironmentProblem, SwellError
-from swell.generators.base import Generator, GenResult
+from swell.errors import SwellError
+from swell.generators.base import Generator, GenResult, Tool, require
 from swell.placement import Endpoint, GroupNeed, HostNeeds, PathFacts, Placement
 from swell.typed import StrictModel
 
@@ -58,14 +59,6 @@ class KindSpec(StrictModel):
     def display(self) -> str:
         """A short label for tables and plots."""
         return self.label or self.kind
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A program a kind runs, and the Debian package that provides it."""
-
-    program: str
-    package: str
 
 
 @dataclass(frozen=True)
@@ -131,6 +124,9 @@ class TrafficKind:
     # a foreground that runs between the foreground hosts (all but ``none``): the
     # topology must give it a client and a server
     needs_fg_hosts: ClassVar[bool] = True
+    # it runs on a testbed (``swell testbed``): its generator's readiness is of the forms
+    # the testbed's jobs know (ready lines, probes; experiments/testbed_jobs.py)
+    testbed: ClassVar[bool] = False
 
     def __init__(self, spec: KindSpec) -> None:
         self.spec = spec
@@ -139,10 +135,7 @@ class TrafficKind:
         """Raise EnvironmentProblem naming the first missing tool and its package."""
         from swell.native import native_artifact
 
-        for tool in self.tools:
-            if shutil.which(tool.program) is None:
-                raise EnvironmentProblem(tool.program, f"not installed (apt-get install "
-                                                       f"{tool.package})")
+        require(self.tools)
         for name in self.native:
             native_artifact(name)
 

@@ -38,6 +38,7 @@ class NoBackground(TrafficKind):
     name = "none"
     role = "background"
     Spec = NoneSpec
+    testbed = True
 
     def needs(self) -> HostNeeds:
         return HostNeeds(clients=GroupNeed(count=0), servers=GroupNeed(count=0))
@@ -49,6 +50,7 @@ class FixedLoss(TrafficKind):
     name = "fixed_loss"
     role = "background"
     Spec = FixedLossSpec
+    testbed = True
 
     def needs(self) -> HostNeeds:
         assert isinstance(self.spec, FixedLossSpec)
@@ -63,3 +65,4 @@ class NoForeground(TrafficKind):
     role = "foreground"
     Spec = NoneSpec
     needs_fg_hosts = False
+    testbed = True

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import html
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +45,14 @@ from pydantic import Field, model_validator
 from swell.errors import EnvironmentProblem, SwellError
 from swell.extract.ditg_presets import preset as get_preset
 from swell.extract.packetfit import Dist, load_packet_model
-from swell.generators.base import Generator, GenResult, Proc, parse_json_lines
+from swell.generators.base import (
+    DITG,
+    Generator,
+    GenResult,
+    Proc,
+    parse_json_lines,
+    require,
+)
 from swell.generators.kind import (
     KindResult,
     KindSpec,
@@ -220,7 +226,7 @@ class PacketsGenerator(Generator):
         self.expected: dict[str, dict[int, int]] = {}
         self.plans: dict[str, np.ndarray] = {}
         self.fixes: dict[str, int] = {}
-        self.tools = ("ITGSend", "ITGRecv", "ITGDec") if cfg.engine == "ditg" else ()
+        self.tools = DITG if cfg.engine == "ditg" else ()
 
     def check(self) -> None:
         try:
@@ -427,10 +433,7 @@ class PacketsKind(TrafficKind):
     def check(self) -> None:
         super().check()
         if self.s.engine == "ditg":
-            for prog in ("ITGSend", "ITGRecv", "ITGDec"):
-                if shutil.which(prog) is None:
-                    raise EnvironmentProblem(prog, "not installed (apt-get install d-itg); "
-                                                   "or use engine: swell")
+            require(DITG, "or use engine: swell")
 
     def prepare(self, ctx: PrepareContext) -> None:
         if self.s.model is not None:

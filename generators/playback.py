@@ -54,6 +54,7 @@ from swell.errors import SwellError
 from swell.extract.reader import PacketChunk, read_all
 from swell.extract.tiling import Tiling, copies_for, tile, trace_mbps
 from swell.generators.base import (
+    DITG,
     Generator,
     GenResult,
     Local,
@@ -68,7 +69,6 @@ from swell.generators.kind import (
     KindSpec,
     PrepareContext,
     RunContext,
-    Tool,
     TrafficKind,
     Window,
     background_pair,
@@ -283,7 +283,7 @@ class PlaybackGenerator(Generator):
     """UPB / TPB: the trace's packet schedule through D-ITG (``-Ft``/``-Fs``, ``-poll``)."""
 
     name = "playback"
-    tools = ("ITGSend", "ITGRecv", "ITGDec")
+    tools = DITG
 
     def __init__(self, cfg: PlaybackConfig, legs: list[Leg] | None = None) -> None:
         super().__init__()
@@ -509,7 +509,7 @@ class UpbKind(TrafficKind):
     role = "background"
     Spec = UpbSpec
     cli = "swell.generators.playback"
-    tools = (Tool("ITGSend", "d-itg"), Tool("ITGRecv", "d-itg"), Tool("ITGDec", "d-itg"))
+    tools = DITG
     proto = "udp"
 
     @property

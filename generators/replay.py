@@ -31,7 +31,6 @@ connections they never opened with RSTs; this is inherent in raw replay
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -43,7 +42,7 @@ import dpkt
 import numpy as np
 from pydantic import Field
 
-from swell.errors import EnvironmentProblem, SwellError
+from swell.errors import SwellError
 from swell.extract.reader import read_all
 from swell.generators.base import Generator, GenResult, Place, Proc
 from swell.generators.kind import (
@@ -145,11 +144,15 @@ _SENT = re.compile(r"Actual:\s*(\d+)\s+packets\s+\((\d+)\s+bytes\)\s+sent in\s+(
 _FAILED = re.compile(r"Failed packets:\s*(\d+)")
 
 
+TCPREPLAY = (Tool("tcpreplay", "tcpreplay"), Tool("tcprewrite", "tcpreplay"))
+
+
 class ReplayGenerator(Generator):
     """tcpreplay of the trace's two directions on the two sides of the topology."""
 
     name = "tcpreplay"
-    tools = ("tcpreplay", "tcprewrite")
+    tools = TCPREPLAY
+    native = ()
 
     def __init__(self, cfg: ReplayConfig) -> None:
         super().__init__()
@@ -158,11 +161,6 @@ class ReplayGenerator(Generator):
         self.split: SplitResult | None = None
         self.mapping: dict[str, str] = {}
         self.players: dict[str, Proc] = {}
-
-    def check(self) -> None:
-        for tool in self.tools:
-            if shutil.which(tool) is None:
-                raise EnvironmentProblem(tool, "not installed (Debian package tcpreplay)")
 
     def injects(self) -> dict[str, Inject]:
         return {"c2s": self.cfg.client_inject, "s2c": self.cfg.server_inject}
@@ -287,7 +285,7 @@ class ReplayKind(TrafficKind):
     role = "background"
     Spec = ReplaySpec
     cli = "swell.generators.replay"
-    tools = (Tool("tcpreplay", "tcpreplay"), Tool("tcprewrite", "tcpreplay"))
+    tools = TCPREPLAY
 
     @property
     def s(self) -> ReplaySpec:

@@ -44,11 +44,10 @@ from swell.generators.kind import (
     KindSpec,
     PrepareContext,
     RunContext,
-    Tool,
     TrafficKind,
     Window,
 )
-from swell.generators.web import APACHE_BIN, ApacheServer, object_name
+from swell.generators.web import APACHE, ApacheServer, object_name
 from swell.placement import Endpoint, GroupNeed, HostNeeds
 
 
@@ -91,6 +90,8 @@ def session_plan(spec: RpsSpec, model: Any, duration_s: float, sources: list[str
 
 class RpsGenerator(Generator):
     name = "rps"
+    tools = (APACHE,)
+    native = ()
 
     def __init__(self, spec: RpsSpec, model: Any, server: Endpoint, clients: list[Endpoint],
                  out: Path, duration_s: float, seed: int) -> None:
@@ -101,12 +102,6 @@ class RpsGenerator(Generator):
         self.apache = ApacheServer(out / "apache", server.ip, spec.port)
         self.runners: list[tuple[Proc, Path]] = []
         self.sessions: list[dict[str, Any]] = []
-
-    def check(self) -> None:
-        if not Path(APACHE_BIN).exists():
-            from swell.errors import EnvironmentProblem
-
-            raise EnvironmentProblem(APACHE_BIN, "Apache not installed (apt-get install apache2)")
 
     def start_server(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -192,7 +187,7 @@ class RpsKind(TrafficKind):
     role = "background"
     Spec = RpsSpec
     cli = "swell.generators.packets_cli"
-    tools = (Tool(APACHE_BIN, "apache2"),)  # checked before the topology is up
+    tools = (APACHE,)  # checked before the topology is up
 
     def __init__(self, spec: KindSpec) -> None:
         super().__init__(spec)

@@ -455,6 +455,7 @@ class SwingKind(TrafficKind):
     Spec = SwingSpec
     cli = "swell.generators.swing_cli"
     native = ("swell-gen",)
+    testbed = True
 
     def __init__(self, spec: KindSpec) -> None:
         super().__init__(spec)

@@ -46,14 +46,15 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from swell.errors import EnvironmentProblem, SwellError
-from swell.generators.base import Generator, GenResult, Place
+from swell.errors import SwellError
+from swell.generators.base import Generator, GenResult, Place, require
 from swell.generators.kind import KindResult, KindSpec, RunContext, Tool, TrafficKind, Window
 from swell.inet import hostport, is_v6
 from swell.placement import Endpoint
 from swell.tcpdump import Tcpdump, tcpdump_argv
 
 APACHE_BIN = "/usr/sbin/apache2"
+APACHE = Tool(APACHE_BIN, "apache2")
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 RECV_BUFFER = 4 << 20
 SEND_BUFFER = 64 << 10
@@ -66,10 +67,7 @@ Launcher = Place
 
 def check_dependencies() -> None:
     """Raise :class:`EnvironmentProblem` when Apache or httperf is missing."""
-    if not Path(APACHE_BIN).exists():
-        raise EnvironmentProblem(APACHE_BIN, "Apache not installed (apt-get install apache2)")
-    if shutil.which("httperf") is None:
-        raise EnvironmentProblem("httperf", "not installed (apt-get install httperf)")
+    require((APACHE, Tool("httperf", "httperf")))
 
 
 def object_name(size: int) -> str:
@@ -505,8 +503,9 @@ class HttperfKind(TrafficKind):
     name = "httperf"
     role = "foreground"
     Spec = HttperfSpec
-    tools = (Tool("httperf", "httperf"), Tool(APACHE_BIN, "apache2"), Tool("tcpdump", "tcpdump"),
+    tools = (Tool("httperf", "httperf"), APACHE, Tool("tcpdump", "tcpdump"),
              Tool("ab", "apache2-utils"))  # ab: the client over IPv6
+    testbed = True
 
     def build(self, ctx: RunContext) -> Generator:
         assert isinstance(self.spec, HttperfSpec)

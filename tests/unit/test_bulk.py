@@ -1,12 +1,15 @@
-"""The bulk foreground: a real iperf3 download on loopback, parsed."""
+"""The bulk foreground: a real iperf3 download on loopback, parsed; its results and plot."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from swell.errors import SwellError
-from swell.generators.base import Local
-from swell.generators.bulk import Bulk, parse_iperf3
+from swell.generators.base import GenResult, Local
+from swell.generators.bulk import Bulk, BulkKind, BulkSpec, parse_iperf3, throughput
+from swell.generators.kind import Window
 from tests.conftest import have_tool
 
 
@@ -33,3 +36,22 @@ def test_parse_errors():
     partial = parse_iperf3('{"error": "interrupt", "intervals": [{"sum": '
                            '{"bits_per_second": 2e6}}], "end": {}}')
     assert partial["interrupted"] and partial["mean_mbps"] == 2.0
+
+
+def test_series_in_the_result_and_the_kinds_own_plot(tmp_path: Path) -> None:
+    """The throughput goes to ``series`` (metrics beside it); the kind draws it, also
+    from a results file written when it was ``bulk.series_mbps``."""
+    report = {"series_mbps": [1.0, 3.0, 2.0], "interval_s": 0.1, "mean_mbps": 2.0,
+              "bytes": 75_000, "interrupted": False}
+    res = BulkKind(BulkSpec()).result(GenResult("bulk", {}, {"bulk": report}),
+                                      Window(0.0, 1.0, 0.0)).to_json()
+    assert res["series"] == {"throughput_mbps": [1.0, 3.0, 2.0]}
+    assert res["mean_mbps"] == 2.0 and "series_mbps" not in res
+    old = {"kind": "bulk", "bulk": report, "series": {}, "problems": []}
+    assert throughput(res) == throughput(old) == ([1.0, 3.0, 2.0], 0.1)
+    groups = {"now": [{"foreground": res}], "before": [{"foreground": old}],
+              "cut": [{"foreground": {"kind": "bulk"}}]}
+    ((png, caption),) = BulkKind.report(groups, tmp_path).figures
+    assert png == tmp_path / "foreground-bulk.png" and png.stat().st_size > 10_000
+    assert "bulk TCP download" in caption
+    assert BulkKind.report({"cut": groups["cut"]}, tmp_path / "none").figures == []

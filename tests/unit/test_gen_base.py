@@ -9,11 +9,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swell.errors import SwellError
+from swell.errors import EnvironmentProblem, SwellError
 from swell.generators import registry
-from swell.generators.base import Local, Netns, Proc, counter_series, live_status
+from swell.generators.base import (
+    DITG,
+    Local,
+    Netns,
+    Proc,
+    Tool,
+    counter_series,
+    live_status,
+    require,
+)
+from swell.generators.bulk import BulkGenerator, BulkSpec
 from swell.generators.cbr import CbrConfig, parse_rate, timing_stats
 from swell.native import native_artifact
+from swell.placement import Endpoint
 
 
 def test_registry_is_explicit() -> None:
@@ -26,6 +37,29 @@ def test_registry_is_explicit() -> None:
             assert cls.Spec.model_fields["kind"].default == name  # the tag is the name
     with pytest.raises(SwellError, match="not a background kind"):
         registry.kind_class("background", "httperf")
+
+
+def test_one_way_to_say_a_tool_is_missing(tmp_path: Path, monkeypatch) -> None:
+    """A kind (before the topology) and its generator (in the session) refuse a missing
+    program alike: exit 3, the program and the Debian package to install."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
+    here = Endpoint("127.0.0.1", Local(), "local")
+    with pytest.raises(EnvironmentProblem) as by_kind:
+        registry.make("foreground", BulkSpec()).check()
+    with pytest.raises(EnvironmentProblem) as by_gen:
+        BulkGenerator(here, here, 1.0).check()
+    assert str(by_kind.value) == str(by_gen.value) == \
+        "iperf3: not installed (apt-get install iperf3)"
+    assert by_kind.value.exit_code == 3
+    with pytest.raises(EnvironmentProblem, match=r"^ITGSend: not installed \(apt-get install "
+                                                 r"d-itg\); or use engine: swell$"):
+        require(DITG, "or use engine: swell")
+    assert str(Tool("x_snd", None, "build it, see docs/x.md").problem()) == \
+        "x_snd: not on PATH (not packaged in Debian: build it, see docs/x.md)"
+    assert Tool(sys.executable, "python3").problem() is None  # a path works as well
+    for role in ("background", "foreground"):  # every kind declares its tools this way
+        for cls in registry.kinds(role).values():
+            assert all(isinstance(t, Tool) and (t.package or t.source) for t in cls.tools), cls
 
 
 def test_places() -> None:

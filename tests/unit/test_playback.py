@@ -226,7 +226,6 @@ def test_missing_tools_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     from swell.generators import base, replay
 
     monkeypatch.setattr(base.shutil, "which", lambda name: None)
-    monkeypatch.setattr(replay.shutil, "which", lambda name: None)
     monkeypatch.setattr(base, "native_artifact", lambda name: Path("/bin/true"))
     gen = PlaybackGenerator(PlaybackConfig(trace=EXAMPLE, out_dir=tmp_path, dst="10.0.0.2"))
     with pytest.raises(EnvironmentProblem, match="ITGSend"):
