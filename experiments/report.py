@@ -15,6 +15,9 @@ study can be re-plotted. Writes into ``<study>/report/``:
 * when the sweep varies a number besides the background, or the study has two
   backgrounds with energy: ``slowdown-vs-<axis>``, ``response-cdf-by-<axis>``
   and ``energy-diff`` (:mod:`swell.experiments.report_sweep` says how);
+* each traffic kind's own figures and tables (its ``report()`` classmethod,
+  :class:`~swell.generators.kind.TrafficKind`), for the configurations it ran
+  in: this module has no per-kind code;
 * ``index.html``: every plot (PNG embedded as data, so the page is one file)
   and a table of the numbers, with what the study was and where it ran.
 
@@ -85,23 +88,6 @@ def _series_plot(groups: dict, out: Path, direction: str) -> list[Path]:
     fig = P.plot_time_series(lines, title=f"Background throughput, {DIRECTIONS[direction]} "
                              "(100 ms bins, repetition 0)", scale=1.0, colors=colors)
     return P.save(fig, out / f"timeseries-{direction}")
-
-
-def _bulk_plot(groups: dict, out: Path) -> list[Path]:
-    """The foreground bulk download's throughput per configuration (repetition 0)."""
-    lines, colors = [], []
-    pal = _palette(groups)
-    for label, runs in groups.items():
-        bulk = (runs[0].get("foreground") or {}).get("bulk")
-        if bulk and bulk.get("series_mbps"):
-            v = np.asarray(bulk["series_mbps"], float)
-            lines.append((label, np.arange(v.size) * bulk.get("interval_s", 0.1), v))
-            colors.append(pal[label])
-    if not lines:
-        return []
-    fig = P.plot_time_series(lines, title="Foreground bulk download (iperf3, 100 ms)", scale=1.0,
-                             colors=colors)
-    return P.save(fig, out / "foreground-bulk")
 
 
 def _slowdowns(data: dict, groups: dict) -> dict[str, dict[str, tuple[float, float]]]:
@@ -230,7 +216,6 @@ CAPTIONS = {
               "bottleneck, 1 ms bins, 95% intervals. Flat: no burstiness beyond Poisson; "
               "rising with the time scale: bursty at large time scales.",
     "timeseries": "Background throughput at the bottleneck over time.",
-    "bulk": "Throughput of the foreground's bulk TCP download, competing with the background.",
     "cdf": "Foreground response times (SYN to last response byte, measured at the client).",
     "slowdown": "Response time relative to the baseline; bars are the mean over "
                 "repetitions, whiskers one standard deviation.",
@@ -273,8 +258,6 @@ def _write_report(data: dict[str, Any], out: Path) -> None:
     for d in ("reverse", "forward") if "timeseries" in wanted else ():
         figures += [(p, CAPTIONS["timeseries"]) for p in _series_plot(groups, out, d)
                     if p.suffix == ".png"]
-    if "timeseries" in wanted:
-        figures += [(p, CAPTIONS["bulk"]) for p in _bulk_plot(groups, out) if p.suffix == ".png"]
     samples = [(label, np.concatenate(_rts(runs))) for label, runs in groups.items()]
     if "cdf" in wanted and any(s.size for _, s in samples):
         pal = _palette(groups)
