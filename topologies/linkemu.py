@@ -46,7 +46,7 @@ import select
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import TracebackType
 from typing import Any, get_args
@@ -113,8 +113,8 @@ class LossModel:
     def __post_init__(self) -> None:
         if self.kind not in LOSS_KINDS:
             raise SwellError("loss.kind", f"must be none, bernoulli or gilbert, got {self.kind!r}")
-        for name in ("p", "p_gb", "p_bg", "loss_good", "loss_bad"):
-            _number(f"loss.{name}", getattr(self, name))
+        for f in fields(self)[1:]:  # every field after ``kind`` is a probability
+            _number(f"loss.{f.name}", getattr(self, f.name))
 
 
 @dataclass(frozen=True)
@@ -145,15 +145,10 @@ class PipeSpec:
 
 
 def loss_model(loss: Loss) -> LossModel:
-    """The engine's loss process for a (validated) spec :class:`Loss`."""
-    return LossModel(
-        kind=loss.kind,
-        p=loss.p,
-        p_gb=loss.p_gb,
-        p_bg=loss.p_bg,
-        loss_good=loss.loss_good,
-        loss_bad=loss.loss_bad,
-    )
+    """The engine's loss process for a (validated) spec :class:`Loss`: the same fields in
+    the same units, so a field one of them lacks fails here (and in :func:`link_from_pipe`
+    the other way), never silently."""
+    return LossModel(**loss.model_dump())
 
 
 def pipe_from_link(link: LinkDir) -> PipeSpec:
