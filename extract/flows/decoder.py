@@ -43,10 +43,18 @@ exporters interleaved):
   no time at all gets the export time (noted).
 
 Malformed datagrams (a header or set length beyond the data, a template cut
-short) raise :class:`Malformed` internally; with ``strict=True`` the decoder
-turns that into a one-line :class:`~swell.errors.SwellError` naming the
-source, otherwise it becomes the datagram's reason and the rest of the input
-goes on.
+short, a record running past its set) raise :class:`Malformed` internally;
+with ``strict=True`` the decoder turns that into a one-line
+:class:`~swell.errors.SwellError` naming the source, otherwise it becomes the
+datagram's reason and the rest of the input goes on. A malformed v9/IPFIX
+message is discarded whole (RFC 7011 section 9.1: "it MUST discard the IPFIX
+Message"; v9 likewise): each message is read to its end before anything is
+committed, so neither its templates nor its options (sampling rates) nor its
+flows reach the decoder's state, even those of sets before the damage. A data
+set that waited for its template was committed with its datagram; if it turns
+out malformed when the template comes, it alone is dropped, with the reason
+on its datagram. Messages concatenated in one v5/IPFIX file are committed one
+by one.
 """
 
 from __future__ import annotations
@@ -65,6 +73,9 @@ V5_HEADER, V5_RECORD = 24, 48
 V9_HEADER, IPFIX_HEADER = 20, 16
 MS, US = 1_000_000, 1_000
 ICMP = (1, 58)
+
+
+Key = tuple[str, int, int, int]  # (exporter, version, domain, template id)
 
 
 class Malformed(Exception):
@@ -117,11 +128,9 @@ class ExportDecoder:
     def __init__(self, strict: bool = False) -> None:
         self.strict = strict
         self.out = FlowBuilder()
-        self.templates: dict[tuple[str, int, int, int], Template] = {}
-        self.seen_templates: set[tuple[str, int, int, int]] = set()
-        self.pending: dict[tuple[str, int, int, int], list[tuple[bytes, Context]]] = defaultdict(
-            list
-        )
+        self.templates: dict[Key, Template] = {}
+        self.seen_templates: set[Key] = set()
+        self.pending: dict[Key, list[tuple[bytes, Context]]] = defaultdict(list)
         self.domains: dict[tuple[str, int, int], DomainState] = defaultdict(DomainState)
         self.results: list[DatagramResult] = []
 
@@ -208,10 +217,9 @@ class ExportDecoder:
             if length < IPFIX_HEADER:
                 raise Malformed(f"IPFIX header says {length} bytes, less than a header")
             end, off, uptime_ms = length, IPFIX_HEADER, None
-        ctx = Context(
-            exporter, self.out.exporter(exporter), version, domain, secs * 10**9, uptime_ms, res
-        )
-        while off < end:
+        plan: list[tuple[Key, Template | None, bytes | None, list[dict[int, object]]]] = []
+        staged: dict[Key, Template | None] = {}
+        while off < end:  # first the whole message, without touching the decoder's state
             if end - off < 4 or not any(data[off:end]):
                 break  # padding after the last set
             sid, slen = struct.unpack_from("!HH", data, off)
@@ -219,18 +227,36 @@ class ExportDecoder:
                 raise Malformed(f"set {sid} at byte {off} claims {slen} bytes, {end - off} left")
             body = data[off + 4 : off + slen]
             off += slen
-            if version == 9 and sid == 0 or version == 10 and sid == 2:
-                self._templates(body, ctx, options=False)
-            elif version == 9 and sid == 1 or version == 10 and sid == 3:
-                self._templates(body, ctx, options=True)
+            opts = version == 9 and sid == 1 or version == 10 and sid == 3
+            if opts or version == 9 and sid == 0 or version == 10 and sid == 2:
+                for tid, tpl in self._templates(body, version, options=opts):
+                    staged[exporter, version, domain, tid] = tpl
+                    plan.append(((exporter, version, domain, tid), tpl, None, []))
             elif sid >= 256:
-                self._data_set(sid, body, ctx)
+                key = (exporter, version, domain, sid)
+                tpl = staged[key] if key in staged else self.templates.get(key)
+                # a record cut short raises here, before anything is committed
+                plan.append((key, tpl, body, [] if tpl is None else _values(body, tpl)))
             # other set ids (IPFIX 4-255, v9 2-255) are reserved: skipped by length
+        ctx = Context(
+            exporter, self.out.exporter(exporter), version, domain, secs * 10**9, uptime_ms, res
+        )
+        for key, tpl, body, values in plan:  # then commit it, set by set in order
+            if body is None:
+                self._add_template(key, tpl, ctx)
+            elif tpl is None:
+                self._wait(key, body, ctx)
+            else:
+                self._commit(body, tpl, values, ctx)
         return end
 
     # -- templates -----------------------------------------------------------------------
-    def _templates(self, body: bytes, ctx: Context, options: bool) -> None:
-        p, n, v9 = 0, len(body), ctx.version == 9
+    @staticmethod
+    def _templates(body: bytes, version: int, options: bool) -> list[tuple[int, Template | None]]:
+        """The (template id, template) records of a template set; None: an IPFIX
+        withdrawal. Reads only ``body``."""
+        p, n, v9 = 0, len(body), version == 9
+        out: list[tuple[int, Template | None]] = []
         while n - p >= 4:
             if v9 and options:
                 if n - p < 6:
@@ -259,8 +285,8 @@ class ExportDecoder:
                         raise Malformed(f"IPFIX options template {tid} cut short")
                     p += 2  # scope field count: scope fields are IEs, read like the others
                 if not v9 and count == 0:
-                    self.templates.pop((ctx.exporter, ctx.version, ctx.domain, tid), None)
-                    continue  # withdrawal
+                    out.append((tid, None))  # withdrawal
+                    continue
                 specs = []
                 for _ in range(count):
                     if n - p < 4:
@@ -275,10 +301,14 @@ class ExportDecoder:
                     specs.append((fid, ln))
             if tid < 256:
                 raise Malformed(f"template id {tid} below 256")
-            self._add_template(Template(tid, tuple(specs), options), ctx)
+            out.append((tid, Template(tid, tuple(specs), options)))
+        return out
 
-    def _add_template(self, tpl: Template, ctx: Context) -> None:
-        key = (ctx.exporter, ctx.version, ctx.domain, tpl.tid)
+    def _add_template(self, key: Key, tpl: Template | None, ctx: Context) -> None:
+        """Cache (or, for None, withdraw) a template; decode the sets that waited for it."""
+        if tpl is None:
+            self.templates.pop(key, None)
+            return
         self.templates[key] = tpl
         self.seen_templates.add(key)
         ctx.result.templates += 1
@@ -287,57 +317,32 @@ class ExportDecoder:
             wctx.result.pending_sets -= 1
             self.domains[key[:3]].pending -= 1
             try:
-                self._decode(body, tpl, wctx)
-            except Malformed as exc:
+                self._commit(body, tpl, _values(body, tpl), wctx)
+            except Malformed as exc:  # its datagram was committed when it came
                 self._bad(wctx.result, "malformed", str(exc))
 
     # -- data ----------------------------------------------------------------------------
-    def _data_set(self, sid: int, body: bytes, ctx: Context) -> None:
-        key = (ctx.exporter, ctx.version, ctx.domain, sid)
-        tpl = self.templates.get(key)
-        if tpl is not None:
-            self._decode(body, tpl, ctx)
-            return
+    def _wait(self, key: Key, body: bytes, ctx: Context) -> None:
+        """Keep a data set whose template is unknown until the template comes."""
         dom = self.domains[key[:3]]
         if dom.pending >= MAX_PENDING:
             self.out.undecodable["no template (buffer full)"] += 1
-            ctx.result.reasons.append(f"template {sid} unknown and the wait buffer is full")
+            ctx.result.reasons.append(f"template {key[3]} unknown and the wait buffer is full")
             return
         dom.pending += 1
         ctx.result.pending_sets += 1
         self.pending[key].append((body, ctx))
 
-    def _decode(self, body: bytes, tpl: Template, ctx: Context) -> None:
-        dom = self.domains[(ctx.exporter, ctx.version, ctx.domain)]
-        n = len(body)
+    def _commit(self, body: bytes, tpl: Template, values: list[dict[int, object]],
+                ctx: Context) -> None:
+        """The records of a decoded data set (``values``: :func:`_values` of ``body``)."""
         if tpl.min_len == 0:
             if any(body):
                 self.out.undecodable["template of zero-length records"] += 1
                 ctx.result.reasons.append(f"template {tpl.tid} describes zero-length records")
             return
-        if tpl.fixed:
-            rl = tpl.min_len
-            for o in range(0, n - rl + 1, rl):
-                v = {fid: _value(body[o + off : o + off + ln], fid) for off, ln, fid in tpl.plan}
-                self._record(v, tpl, ctx, dom)
-            return
-        p = 0
-        while n - p >= tpl.min_len and any(body[p:]):
-            v = {}
-            for fid, ln in tpl.fields:
-                if ln == 0xFFFF:
-                    if p >= n:
-                        raise Malformed(f"template {tpl.tid}: variable-length field past the set")
-                    ln, p = body[p], p + 1
-                    if ln == 255:
-                        if p + 2 > n:
-                            raise Malformed(f"template {tpl.tid}: variable length cut")
-                        ln, p = struct.unpack_from("!H", body, p)[0], p + 2
-                if p + ln > n:
-                    raise Malformed(f"template {tpl.tid}: record runs past its set")
-                if fid in F.WANTED:
-                    v[fid] = _value(body[p : p + ln], fid)
-                p += ln
+        dom = self.domains[(ctx.exporter, ctx.version, ctx.domain)]
+        for v in values:
             self._record(v, tpl, ctx, dom)
 
     def _record(self, v: dict, tpl: Template, ctx: Context, dom: DomainState) -> None:
@@ -472,6 +477,37 @@ class ExportDecoder:
                 )
             dom.waiting.clear()
         return self.out.table(kind, templates=len(self.seen_templates), datagrams=self.results)
+
+
+def _values(body: bytes, tpl: Template) -> list[dict[int, object]]:
+    """The wanted fields of every record of a data set (reads only ``body``; raises
+    :class:`Malformed` for a record that runs past its set)."""
+    n, out = len(body), []
+    if tpl.min_len == 0:
+        return out
+    if tpl.fixed:
+        rl = tpl.min_len
+        return [{fid: _value(body[o + off : o + off + ln], fid) for off, ln, fid in tpl.plan}
+                for o in range(0, n - rl + 1, rl)]
+    p = 0
+    while n - p >= tpl.min_len and any(body[p:]):
+        v = {}
+        for fid, ln in tpl.fields:
+            if ln == 0xFFFF:
+                if p >= n:
+                    raise Malformed(f"template {tpl.tid}: variable-length field past the set")
+                ln, p = body[p], p + 1
+                if ln == 255:
+                    if p + 2 > n:
+                        raise Malformed(f"template {tpl.tid}: variable length cut")
+                    ln, p = struct.unpack_from("!H", body, p)[0], p + 2
+            if p + ln > n:
+                raise Malformed(f"template {tpl.tid}: record runs past its set")
+            if fid in F.WANTED:
+                v[fid] = _value(body[p : p + ln], fid)
+            p += ln
+        out.append(v)
+    return out
 
 
 def _uptime_delta(uptime_ms: int, at_ms: int) -> int:

@@ -253,18 +253,47 @@ def test_v5_with_header_sampling_and_concatenated_messages():
     assert int(t.cols["tcp_flags"][0]) == 0x12
 
 
+def _with_template(version: int) -> bytes:
+    """Template 256 and one record of it: IPFIX sets at bytes 16-60 and 60-101, v9 sets
+    at 20-64 and 64-105."""
+    rec = flow_rec("10.0.0.1", "10.0.0.2", 1, 40)
+    if version == 10:
+        return ipfix(set_(2, tpl(256, FLOW)), set_(256, rec))
+    return v9(set_(0, tpl(256, FLOW)), set_(256, rec))
+
+
+@pytest.mark.parametrize("version", [9, 10], ids=["v9", "ipfix"])
 @pytest.mark.parametrize(
-    "cut", [10, 30, 40], ids=["inside-header", "inside-template", "inside-data-set"]
+    "cut", [10, 40, 80], ids=["inside-header", "inside-template-set", "inside-data-set"]
 )
-def test_truncated_datagram_is_a_one_line_error_or_a_reason(cut):
-    d = ipfix(set_(2, tpl(256, FLOW)), set_(256, flow_rec("10.0.0.1", "10.0.0.2", 1, 40)))
-    bad = d[:cut]
+def test_truncated_datagram_is_a_one_line_error_or_a_reason(cut, version):
+    bad = _with_template(version)[:cut]
     with pytest.raises(SwellError) as exc:
         decode(bad, strict=True)
     line = exc.value.one_line()
     assert line.startswith("crafted#1: malformed NetFlow datagram") and "\n" not in line
     t = decode(bad)  # not strict: a reason on the datagram, nothing decoded from it
     assert len(t) == 0 and t.datagrams[0].reasons[0].startswith("malformed")
+
+
+@pytest.mark.parametrize("version", [9, 10], ids=["v9", "ipfix"])
+def test_templates_of_a_malformed_datagram_are_not_cached(version):
+    """A message cut inside its data set is discarded whole (RFC 7011 9.1), its intact
+    template set too: data of that template arriving next waits for a template that
+    never comes; the same template from a good datagram decodes it. (The IPFIX header's
+    length is set to the cut one, so the damage is found at the data set, after the
+    template set was read, as in v9, which has no message length.)"""
+    wrap, tpl_set = (ipfix, 2) if version == 10 else (v9, 0)
+    data_only = wrap(set_(256, flow_rec("10.0.0.1", "10.0.0.2", 1, 40)))
+    cut = bytearray(_with_template(version)[:80])
+    if version == 10:
+        cut[2:4] = struct.pack("!H", 80)
+    t = decode(bytes(cut), data_only)
+    assert t.datagrams[0].reasons[0].startswith("malformed: set 256 at byte")
+    assert len(t) == 0 and t.templates == 0 and t.datagrams[0].templates == 0
+    assert "template 256 never arrived" in t.datagrams[1].one_line()
+    good = decode(wrap(set_(tpl_set, tpl(256, FLOW))), data_only)
+    assert len(good) == 1 and all(d.ok for d in good.datagrams)
 
 
 def test_frame_section_records_are_one_packet_each():
