@@ -3,15 +3,16 @@
 Run as root under the CPU lock::
 
     flock /tmp/swell-cpu.lock .venv/bin/python bench/bench_harpoon.py \\
-        [--seconds 20] [--runs 3] [--raw docs/harpoon/bench-raw.jsonl]
+        [--seconds 20] [--runs 3] [--mbps 50,200,...] [--sessions model|construct]
+        [--nofile 1048576] [--raw docs/harpoon/bench-raw.jsonl]
 
 A Harpoon model from the alexa-app capture (``../shared/data``, 60 s
-intervals run in 10 s, ``construct`` sessions, TCP only) is driven at rising
-rates between two namespaces this script creates for each run and removes
-(``swb<hex>-c`` with 64 client
-addresses, equally weighted in place of the model's one: see ``CLIENTS``;
-``swb<hex>-s`` with the 16 server addresses; one veth, segmentation offloads
-off, no shaping: the generator is the bottleneck). ``swell-gen run`` is
+intervals run in 10 s, ``--sessions`` as given: the default ``model``, TCP
+only) is driven at rising rates between two namespaces this script creates
+for each run and removes (``swb<hex>-c`` with 64 client addresses, equally
+weighted in place of the model's one: see ``CLIENTS``; ``swb<hex>-s`` with
+the model's 11 server addresses; one veth, segmentation offloads off, no
+shaping: the generator is the bottleneck). ``swell-gen run`` is
 pinned to core 0 and ``swell-gen serve`` to core 1 (``taskset``). Each level
 runs ``--runs`` times with a new seed. Per run: sessions and connections
 scheduled per second; connections completed per second over the span they
@@ -20,7 +21,9 @@ past the schedule; the Mbit/s received; the CPU of the client process alone
 and of the server process alone (user + system time from ``/proc``, polled
 every 0.1 s, over the span, as a share of one core: past saturation the
 process outlives the span and a full core reads above 100%); the schedule's draw
-time. Sustained: at least 99% of the connections complete and the span runs
+time. The open-file limit (``--nofile``, soft and hard, inherited by every
+process the bench starts) is raised first: connections in flight each hold a
+socket. Sustained: at least 99% of the connections complete and the span runs
 at most 5% past the schedule; the completed rate is then the sustained rate.
 Prints a Markdown table of medians (min-max over runs) and writes every
 run's numbers as JSON lines to ``--raw``.
@@ -33,6 +36,7 @@ import collections
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import sys
@@ -109,9 +113,10 @@ class CpuPoll(threading.Thread):
 
 
 def one_run(nss_pair: tuple[str, str], m: HM.HarpoonModel, clients: list[str],
-            servers: list[str], mbps: float, seed: int, seconds: float, tmp: Path
-            ) -> dict[str, Any]:
-    spec = HarpoonSpec(model="m", time_scale=TIME_SCALE, target_mbps=mbps, udp=False)
+            servers: list[str], mbps: float, seed: int, seconds: float, tmp: Path,
+            sessions: str) -> dict[str, Any]:
+    spec = HarpoonSpec(model="m", time_scale=TIME_SCALE, target_mbps=mbps, udp=False,
+                       sessions=sessions)
     t0 = time.monotonic()
     sched = harpoon_schedule(m, clients, servers, seconds, seed, spec)
     draw = time.monotonic() - t0
@@ -179,8 +184,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="runs per level (seeds 1..N)")
     ap.add_argument("--mbps", default="50,200,400,600,800,1000,1500",
                     help="levels, Mbit/s of TCP")
+    ap.add_argument("--sessions", choices=("model", "construct"), default="model")
+    ap.add_argument("--nofile", type=int, default=1 << 20, help="open-file limit to set")
     ap.add_argument("--raw", type=Path, help="write every run's numbers here (JSON lines)")
     args = ap.parse_args()
+    nr_open = int(Path("/proc/sys/fs/nr_open").read_text())
+    limit = min(args.nofile, nr_open)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
     if args.seconds % (60 / TIME_SCALE):
         ap.error(f"--seconds must be whole {60 / TIME_SCALE:g} s intervals (sessions of an "
                  f"interval run to its end)")
@@ -198,7 +208,8 @@ def main() -> None:
                          Path("/proc/cpuinfo").read_text().splitlines()
                          if ln.startswith("model name")), "?"),
             "cores": os.cpu_count(), "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-            "argv": sys.argv[1:]}
+            "argv": sys.argv[1:], "sessions": args.sessions,
+            "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)}
     print(json.dumps(head), flush=True)
     results: dict[float, list[dict[str, Any]]] = {}
     for mbps in [float(x) for x in args.mbps.split(",")]:
@@ -208,7 +219,8 @@ def main() -> None:
                 nss.veth(cns, "eth0", sns, "eth0")
                 nss.add_addresses(cns, "eth0", [f"{a}/16" for a in clients])
                 nss.add_addresses(sns, "eth0", [f"{a}/16" for a in servers])
-                row = one_run((cns, sns), m, clients, servers, mbps, seed, args.seconds, tmp)
+                row = one_run((cns, sns), m, clients, servers, mbps, seed, args.seconds, tmp,
+                              args.sessions)
             print(json.dumps(row), flush=True)
             results.setdefault(mbps, []).append(row)
     shutil.rmtree(tmp)

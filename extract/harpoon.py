@@ -28,12 +28,17 @@ follow the paper's section 3 and Harpoon's ``selfconf`` scripts:
    payload (``bytes - 40 * packets``) of *every* TCP record, spread over the
    record's lifetime pro rata; and the UDP bytes likewise.
 6. **Active sessions per interval**, the paper's Figure 4: sessions are
-   imitated (a connection at a random phase of the first inter-connection
-   time, then one every drawn inter-connection time until the interval ends,
-   each fetching a drawn file) and added one by one until the interval's
-   target is met; ``trials`` (100) repetitions, the mean is the model's count.
-   :func:`session_volumes` is the one imitation of a session, shared with the
-   generator, so generation and fitting agree by construction.
+   imitated as the generator (:mod:`swell.generators.harpoon`) runs them,
+   persistent (:func:`session_bytes`: a session caught running, its next
+   connection a stationary residual of the inter-connection times, then one
+   connection per drawn inter-connection time, start to start, each fetching
+   a drawn file, over one interval); enough of them are imitated once to make
+   ``POOL_CONNS`` connections, and sessions drawn from them are added one by
+   one until the interval's target is met; ``trials`` (100)
+   repetitions, the mean is the model's count. The generator starts that many
+   sessions per interval, which therefore offer the target on average plus
+   Figure 4's overshoot (the last session added passes the target: under one
+   session's bytes, negligible with hundreds of sessions).
 7. **UDP sources**: per (client, server, server port), a source with many
    packets per record over more than a second is constant bit rate (its
    rate and datagram size); otherwise it is ping-pong: periodic when the
@@ -202,78 +207,96 @@ def spread(start_s: np.ndarray, end_s: np.ndarray, amount: np.ndarray, edges: np
 
 # --------------------------------------------------------------------- imitating sessions
 
-def session_volumes(files: np.ndarray, icts: np.ndarray, length: float, n: int,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Imitate ``n`` sessions over an interval of ``length``: (bytes, connections) each.
-
-    A session's first connection starts at a uniform phase of a drawn
-    inter-connection time, the next ones a drawn inter-connection time after the
-    previous start, while inside the interval; each fetches a drawn file. With
-    no inter-connection samples a session makes one connection.
-    """
-    conns = connection_times(icts, length, n, rng)
-    counts = np.array([len(c) for c in conns], dtype=np.int64)
-    total = int(counts.sum())
-    vol = np.zeros(n)
-    if total:
-        draws = files[rng.integers(0, files.size, total)].astype(float)
-        vol = np.bincount(np.repeat(np.arange(n), counts), weights=draws, minlength=n)
-    return vol, counts
+POOL_CONNS = 200_000  # connections the imitated sessions Figure 4 draws from make, about
+POOL_SESSIONS = (4000, 400_000)  # and the fewest and most sessions imitated
+FIG4_DIRECT = 5000  # sessions per interval beyond which Figure 4's renewal limit is used
 
 
-def connection_times(icts: np.ndarray, length: float, n: int, rng: np.random.Generator
-                     ) -> list[np.ndarray]:
-    """Start times in [0, length) of the connections of ``n`` sessions (see above)."""
+def session_mean(files: np.ndarray, icts: np.ndarray, length: float) -> float:
+    """Mean bytes one active session fetches in ``length`` seconds, exactly: a session
+    caught running makes ``length / mean gap`` connections on average (a stationary
+    renewal process), one when there are no inter-connection times."""
+    per = float(np.mean(files))
     if icts.size == 0 or float(icts.max()) <= 0:
-        return [np.zeros(1) for _ in range(n)]
-    first = rng.random(n) * icts[rng.integers(0, icts.size, n)]
-    mean = max(float(icts.mean()), 1e-9)
-    out: list[np.ndarray] = []
-    for t0 in first:
-        parts, t = [], float(t0)
-        while t < length:
-            k = int(min(max(16, 1.3 * (length - t) / mean + 8), 1 << 20))
-            times = t + np.concatenate([[0.0], np.cumsum(icts[rng.integers(0, icts.size,
-                                                                            k - 1)])])
-            inside = times[times < length]
-            parts.append(inside)
-            if len(inside) < k:
-                break
-            t = float(times[-1]) + float(icts[rng.integers(0, icts.size)])
-        out.append(np.concatenate(parts) if parts else np.zeros(0))
+        return per
+    return per * length / float(np.mean(icts))
+
+
+def pool_size(icts: np.ndarray, length: float) -> int:
+    """Sessions to imitate so that they make about ``POOL_CONNS`` connections (the pool's
+    mean then within a fraction of a percent of :func:`session_mean`), to two digits:
+    inputs that differ a little (times in ms or in us) imitate the same number."""
+    conns = 1.0 if icts.size == 0 or float(icts.max()) <= 0 else length / float(np.mean(icts))
+    return int(float(f"{np.clip(POOL_CONNS / max(conns, 1e-9), *POOL_SESSIONS):.2g}"))
+
+
+def stationary_first(icts: np.ndarray, n: int, rng: np.random.Generator,
+                     cum: np.ndarray | None = None) -> np.ndarray:
+    """Time to the next connection of ``n`` sessions caught running: a uniform phase of
+    an inter-connection time drawn in proportion to its length (the renewal process's
+    stationary start; a uniform phase of a plainly drawn gap would start sessions inside
+    the short gaps of a bursty session). ``cum``: the gaps' cumulative sums, if at hand."""
+    cum = np.cumsum(icts) if cum is None else cum
+    k = np.minimum(np.searchsorted(cum, rng.random(n) * cum[-1], "right"), icts.size - 1)
+    return rng.random(n) * icts[k]
+
+
+def session_bytes(files: np.ndarray, icts: np.ndarray, length: float, n: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Bytes ``n`` active sessions fetch in one interval of ``length`` seconds, as the
+    generator runs them: caught running (:func:`stationary_first`), then one connection
+    per drawn inter-connection time (start to start), a drawn file each. Without
+    inter-connection times a session makes one connection per interval."""
+    files = np.asarray(files, dtype=float)
+    if icts.size == 0 or float(icts.max()) <= 0:
+        return files[rng.integers(0, files.size, n)]
+    t = stationary_first(icts, n, rng)
+    out = np.zeros(n)
+    width = int(min(max(16.0, 1.3 * length / float(icts.mean()) + 16), 1 << 16))
+    rows = max(1, (1 << 21) // width)
+    live = np.arange(n)  # every session draws its first row, live or not
+    while live.size:  # a session's gaps and files are drawn in its own row: a session
+        part, live = live[:rows], live[rows:]  # that differs leaves the others as they were
+        steps = icts[rng.integers(0, icts.size, (part.size, width))]
+        got = files[rng.integers(0, files.size, (part.size, width))]
+        times = t[part, None] + np.cumsum(steps, axis=1) - steps
+        inside = times < length
+        out[part] += (got * inside).sum(axis=1)
+        t[part] = times[:, -1] + steps[:, -1]
+        live = np.r_[live, part[inside[:, -1]]]
     return out
 
 
-POOL_SESSIONS = 4000  # imitated sessions the trials resample from
+def sessions_for(targets: np.ndarray, pool: np.ndarray, trials: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Figure 4: per target, sessions (bytes drawn from ``pool``, :func:`session_bytes`)
+    added until the target is met; (mean, sd) of the count over ``trials``.
 
-
-def sessions_for(targets: np.ndarray, files: np.ndarray, icts: np.ndarray, length: float,
-                 trials: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Figure 4: per target, sessions added until its bytes are met; (mean, sd) over trials.
-
-    Every session of every trial is a draw of the same imitated session
-    (:func:`session_volumes`), so ``POOL_SESSIONS`` of them are imitated once and
-    the trials draw from that pool.
-    """
+    Every interval's trial ``i`` adds the same sequence of sessions (common random
+    numbers): a larger target never gets fewer sessions, and two fits whose targets
+    differ a little get counts that differ as little, not by the trials' own noise.
+    Beyond ``FIG4_DIRECT`` sessions the renewal limit is used (mean target / m + (1 +
+    cv^2) / 2, sd sqrt(cv^2 target / m), m and cv of the pool: the same numbers
+    without drawing millions of sessions)."""
     targets = np.asarray(targets, dtype=float)
     means, sds = np.zeros(len(targets)), np.zeros(len(targets))
-    if files.size == 0 or not (targets > 0).any():
+    mean = float(pool.mean()) if pool.size else 0.0
+    if mean <= 0:
         return means, sds
-    pool, _ = session_volumes(files, icts, length, POOL_SESSIONS, rng)
-    if pool.sum() <= 0:
-        return means, sds
-    mean_vol = float(pool.mean())
-    for j, target in enumerate(targets):
-        if target <= 0:
-            continue
-        width = int(1.5 * target / mean_vol) + 32
-        while True:
-            cum = np.cumsum(pool[rng.integers(0, pool.size, (trials, width))], axis=1)
-            if (cum[:, -1] >= target).all():
-                break
-            width *= 2
-        counts = (cum < target).sum(axis=1) + 1
-        means[j], sds[j] = float(counts.mean()), float(counts.std())
+    cv2 = float(pool.var()) / mean**2
+    far = targets / mean > FIG4_DIRECT
+    means[far] = targets[far] / mean + (1 + cv2) / 2
+    sds[far] = np.sqrt(cv2 * targets[far] / mean)
+    near = np.flatnonzero(~far & (targets > 0))
+    if near.size:
+        top, parts, last = float(targets[near].max()), [], np.zeros((trials, 1))
+        while last.min() < top:  # blocks of a fixed width: the same draws whatever ``top``
+            parts.append(last + np.cumsum(pool[rng.integers(0, pool.size, (trials, 256))],
+                                          axis=1))
+            last = parts[-1][:, -1:]
+        cum = np.hstack(parts)
+        counts = np.array([np.searchsorted(row, targets[near]) + 1 for row in cum])
+        means[near], sds[near] = counts.mean(axis=0), counts.std(axis=0)
     return means, sds
 
 
@@ -424,8 +447,9 @@ def fit(t: FlowTable, p: HarpoonParams) -> Fit:
     arrays["interval/pairs_active"] = _pair_activity(f["src"][tcp], f["dst"][tcp], s[tcp],
                                                      e[tcp], edges, p.interval_s)
     rng = np.random.default_rng(p.seed)
+    pool = session_bytes(files, ict, p.interval_s, pool_size(ict, p.interval_s), rng)
     arrays["interval/sessions"], arrays["interval/sessions_sd"] = sessions_for(
-        arrays["interval/tcp_bytes"], files.astype(float), ict, p.interval_s, p.trials, rng)
+        arrays["interval/tcp_bytes"], pool, p.trials, rng)
     arrays.update(_udp_sources(f, t0, edges, float(e.max())))
     counts = {
         "records": len(t), "flows_after_surgery": len(f["start_ns"]), "coalesced": merged,
@@ -500,9 +524,10 @@ def reshape(fit_: Fit, p: HarpoonParams, profile: np.ndarray, source: str) -> Fi
     for k in ("tcp_bytes", "udp_bytes", "pairs_active", "udp_cbr", "udp_periodic", "udp_exp"):
         a[f"interval/{k}"] = shape * float(a[f"interval/{k}"].mean())
     rng = np.random.default_rng(p.seed)
-    files = a["tcp/file_size"].astype(float)
+    pool = session_bytes(a["tcp/file_size"], a["tcp/ict_s"], p.interval_s,
+                         pool_size(a["tcp/ict_s"], p.interval_s), rng)
     a["interval/sessions"], a["interval/sessions_sd"] = sessions_for(
-        a["interval/tcp_bytes"], files, a["tcp/ict_s"], p.interval_s, p.trials, rng)
+        a["interval/tcp_bytes"], pool, p.trials, rng)
     notes = [*fit_.notes, f"per-interval targets shaped by {source} ({len(profile)} intervals),"
                           f" levels from the flow data"]
     return Fit(a, {**fit_.counts, "intervals": len(profile)}, notes, fit_.t0_ns,

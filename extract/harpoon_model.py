@@ -35,10 +35,10 @@ import numpy as np
 from swell import __version__
 from swell.errors import SwellError
 from swell.extract import modeldir
-from swell.extract.harpoon import Fit, HarpoonParams
+from swell.extract.harpoon import Fit, HarpoonParams, session_mean
 
 FORMAT = "swell-harpoon-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: interval/sessions counted on persistent sessions (the generator's)
 KIND = "harpoon"
 UDP_KINDS = ("cbr", "periodic", "exp")
 INTERVAL_KEYS = ("tcp_bytes", "udp_bytes", "sessions", "sessions_sd", "pairs_active",
@@ -72,6 +72,11 @@ class HarpoonModel:
     @property
     def icts(self) -> np.ndarray:
         return self.arrays["tcp/ict_s"]
+
+    @property
+    def session_mean(self) -> float:
+        """Mean bytes one active session fetches in one interval (Figure 4's unit)."""
+        return session_mean(self.files, self.icts, self.interval_s)
 
     def pool(self, side: str) -> tuple[list[str], np.ndarray]:
         """(addresses by rank, weights) of the client or server pool."""
@@ -109,6 +114,8 @@ def validate(m: HarpoonModel, where: str) -> None:
             raise SwellError(where, f"arrays.npz lacks {k}")
     if a["tcp/file_size"].size == 0 or (a["tcp/file_size"] < 0).any():
         raise SwellError(where, "tcp/file_size is empty or negative")
+    if not np.isfinite(a["tcp/ict_s"]).all() or (a["tcp/ict_s"] < 0).any():
+        raise SwellError(where, "tcp/ict_s: not finite values >= 0")
     n = len(a["interval/tcp_bytes"])
     for k in INTERVAL_KEYS:
         v = a[f"interval/{k}"]
@@ -161,14 +168,15 @@ def summary(m: HarpoonModel) -> str:
         f"files: {c['files']:,} (TCP with SYN and FIN/RST: {c['tcp_with_syn_and_fin']:,}, "
         f"{c['dropped_small']:,} under {m.meta['params']['min_file_bytes']} B dropped)",
         "",
-        f"{'parameter':<26}{'samples':>9}  {'p50 / p90 / p99':<28}mean",
-        f"{'file size (B)':<26}{m.files.size:>9}  {_q(m.files):<28}{m.files.mean():.4g}",
-        f"{'inter-connection (s)':<26}{m.icts.size:>9}  {_q(m.icts):<28}"
+        f"{'parameter':<26}{'samples':>9}  {'p50 / p90 / p99':<27} mean",
+        f"{'file size (B)':<26}{m.files.size:>9}  {_q(m.files):<27} {m.files.mean():.4g}",
+        f"{'inter-connection (s)':<26}{m.icts.size:>9}  {_q(m.icts):<27} "
         f"{(m.icts.mean() if m.icts.size else float('nan')):.4g}",
-        f"{'bytes per interval':<26}{iv.size:>9}  {_q(iv):<28}{iv.mean():.4g}",
-        f"{'active sessions':<26}{iv.size:>9}  {_q(a['interval/sessions']):<28}"
-        f"{a['interval/sessions'].mean():.4g}",
-        f"{'host pairs active':<26}{iv.size:>9}  {_q(a['interval/pairs_active']):<28}"
+        f"{'bytes per interval':<26}{iv.size:>9}  {_q(iv):<27} {iv.mean():.4g}",
+        f"{'active sessions':<26}{iv.size:>9}  {_q(a['interval/sessions']):<27} "
+        f"{a['interval/sessions'].mean():.4g}  ({m.session_mean:.4g} B per session "
+        f"and interval)",
+        f"{'host pairs active':<26}{iv.size:>9}  {_q(a['interval/pairs_active']):<27} "
         f"{a['interval/pairs_active'].mean():.4g}",
     ]
     for side in ("client", "server"):

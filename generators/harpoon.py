@@ -23,20 +23,31 @@ paper's "match the bitrate") or the factor that makes the mean
 
 Sessions per interval (``sessions``):
 
-* ``model``: Harpoon's design. The number of active sessions per interval is
-  the paper's Figure 4 count (sessions added until the interval's bytes are
-  met, mean of the model's trials) at the model's interval for the scaled
-  targets. Sessions persist: one keeps its next connection time across the
-  interval boundary (when the count drops, a random subset stops; when it
-  rises, new ones start as if they had been running), and draws its client
-  and server anew each interval. Each interval then offers its target on
-  average; one interval's bytes vary with the heavy-tailed draws (sd 13% of
-  the target at 2 s intervals on the alexa day model, 2.6% at 60 s:
-  docs/harpoon.md).
-* ``construct`` (default): sessions that live one interval, drawn until the
-  interval's target is met (the last one kept only if it overshoots less
-  than stopping short would miss): each interval offers its target within a
-  few percent by construction, at any interval length.
+* ``model`` (default): Harpoon's procedure. Per interval, the model's number
+  of active sessions (``interval/sessions``: the paper's Figure 4, found at
+  fitting by imitating these very sessions,
+  :func:`swell.extract.harpoon.session_bytes`). Sessions persist: one keeps
+  its next connection time across the interval boundary (when the count
+  drops, a random subset stops; when it rises, new ones start as if they had
+  been running: a stationary phase), and draws its client and server anew
+  each interval. Scaling: ``time_scale`` leaves the count as it is (sessions
+  keep their real inter-connection times, so a run interval ``time_scale``
+  times shorter carries ``time_scale`` times fewer bytes: the paper's "match
+  the bitrate"); a rate factor ``k`` adds the sessions ``k - 1`` more targets
+  need at the mean bytes of one session (``m``: mean file x interval / mean
+  inter-connection time, exact for a session caught running): ``n + (k - 1)
+  x target / m``, what Figure 4 finds for ``k`` times the target (its
+  last-session overshoot, already in ``n``, counted once, not ``k`` times).
+  Each interval then offers its target on average; one interval's bytes vary
+  with the heavy-tailed draws, as one over the square root of the
+  connections in it (docs/harpoon.md measures it).
+* ``construct``: swell's own, *not* Harpoon's procedure, for intervals too
+  short for ``model``'s spread: sessions that live one interval (first
+  connection at a uniform phase of a drawn inter-connection time), drawn
+  until the interval's target is met (the last one kept only if it
+  overshoots less than stopping short would miss): each interval offers its
+  target within a few percent by construction, at any interval length; the
+  model's session counts are not used.
 
 Addresses: each session draws its client and server from the pools with the
 model's weights; the i-th most frequent observed address is the i-th emulated
@@ -61,6 +72,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from swell.errors import SwellError
+from swell.extract.harpoon import stationary_first
 from swell.generators.base import Generator, GenResult
 from swell.generators.kind import (
     KindResult,
@@ -87,8 +99,6 @@ UDP_IP = 28  # IPv4 + UDP headers: the model's datagram sizes are IP bytes
 MAX_PAIRS = 20000  # datagrams of one UDP source in one interval
 MAX_CONNS = 100000  # connections of one session in one interval (a guard)
 UDP_KINDS = ("cbr", "periodic", "exp")
-POOL_SESSIONS = 4000  # imitated sessions Figure 4 draws from
-FIG4_DIRECT = 5000  # sessions per interval beyond which Figure 4's limit is used
 
 
 class HarpoonSpec(KindSpec):
@@ -103,7 +113,9 @@ class HarpoonSpec(KindSpec):
     time_scale: float = Field(1.0, gt=0, description="model seconds per run second")
     rate_scale: float | None = Field(None, gt=0, description="bit rate x k (default 1)")
     target_mbps: float | None = Field(None, gt=0, description="scale to this mean TCP rate")
-    sessions: Literal["construct", "model"] = "construct"
+    sessions: Literal["model", "construct"] = Field(
+        "model", description="model: the model's active sessions (Harpoon); construct: "
+        "one-interval sessions until each target is met (not Harpoon's procedure)")
     start_interval: int = Field(0, ge=0, description="model interval the run starts at")
     port: int = Field(5000, gt=0, lt=65536)
     udp: bool = True
@@ -188,16 +200,13 @@ class Drawer:
             self.model_counts = self._model_counts()
 
     def _model_counts(self) -> np.ndarray:
-        """Active sessions per model interval at the run's rate: the paper's Figure 4 at
-        the model's interval on the scaled targets, imitating the sessions as they run
-        here (persistent, stationary: :func:`session_bytes`). The model's own counts
-        imitate a session that starts afresh each interval at a uniform phase of a drawn
-        inter-connection time, which carries more than a running one where the gaps are
-        long next to the interval (the crafted test model at 60 s: 10% more)."""
-        trials = int(self.m.meta.get("params", {}).get("trials", 100))
-        vols = session_bytes(self.files, self.icts, self.m.interval_s, POOL_SESSIONS, self.rng)
-        return figure4(self.m.arrays["interval/tcp_bytes"] * self.factor, vols, trials,
-                       self.rng)
+        """Active sessions per model interval at the run's rate: the model's Figure 4
+        count ``n`` plus, for a rate factor ``k``, the sessions ``k - 1`` more targets
+        need at one session's mean bytes (see the module docstring); ``time_scale``
+        changes nothing (the counts are per interval, whatever its length)."""
+        a = self.m.arrays
+        extra = (self.factor - 1) * a["interval/tcp_bytes"] / max(self.m.session_mean, 1e-9)
+        return np.maximum(a["interval/sessions"] + extra, 0.0)
 
     def _pool(self, side: str, hosts: list[str]) -> tuple[list[str], np.ndarray]:
         _, w = self.m.pool(side)
@@ -225,9 +234,7 @@ class Drawer:
     def tcp_session(self, t0: float) -> tuple[Session | None, float]:
         """``construct``: one session living through the interval from ``t0`` and its
         bytes; None when its first connection falls after the interval (active, idle)."""
-        from swell.extract.harpoon import connection_times
-
-        times = connection_times(self.icts, self.length, 1, self.rng)[0]
+        times = connection_times(self.icts, self.length, self.rng)
         if times.size == 0:
             return None, 0.0
         sizes = self._sizes(times.size)
@@ -247,15 +254,14 @@ class Drawer:
         return out, offered, active
 
     def _residual(self) -> float:
-        """Time to a new session's first connection as if it had always been running:
-        a uniform phase of an inter-connection time drawn in proportion to its length
-        (the renewal process's stationary start). A uniform phase of a plainly drawn
-        time (Figure 4's imitation) starts sessions inside the short gaps of a bursty
-        session: on the alexa day model the first 2 s interval then carried 4.6 times
-        its target."""
+        """Time to a new session's first connection as if it had always been running
+        (:func:`~swell.extract.harpoon.stationary_first`, as the fit imitates it). A
+        uniform phase of a plainly drawn gap starts sessions inside the short gaps of a
+        bursty session: on the alexa day model the first 2 s interval then carried 4.6
+        times its target."""
         if not self.has_icts:
             return 0.0
-        return float(_stationary_first(self.icts, 1, self.rng, self.ict_cum)[0])
+        return float(stationary_first(self.icts, 1, self.rng, self.ict_cum)[0])
 
     def _persistent(self, n: int, t0: float) -> tuple[list[Session], float]:
         """``model``: ``n`` sessions active in [t0, t0 + length); each goes on from where
@@ -293,7 +299,7 @@ class Drawer:
         info = {"t": t0, "model_interval": idx, "target_bytes": target, "tcp_sessions": active,
                 "tcp_sessions_with_transfers": len(out), "offered_bytes": offered}
         if self.spec.sessions == "model":
-            info["figure4_sessions"] = float(self.model_counts[idx])
+            info["model_sessions"] = float(self.model_counts[idx])
         if self.spec.udp:
             udp, udp_offered, sources = self.udp_sessions(idx, t0)
             out += udp
@@ -362,65 +368,25 @@ class Drawer:
         return out, offered, sources
 
 
-def _stationary_first(icts: np.ndarray, n: int, rng: np.random.Generator,
-                      cum: np.ndarray | None = None) -> np.ndarray:
-    """First connection times of ``n`` sessions caught running (see Drawer._residual);
-    ``cum``: the inter-connection times' cumulative sums, when already at hand."""
-    cum = np.cumsum(icts) if cum is None else cum
-    k = np.minimum(np.searchsorted(cum, rng.random(n) * cum[-1], "right"), icts.size - 1)
-    return rng.random(n) * icts[k]
-
-
-def session_bytes(files: np.ndarray, icts: np.ndarray, length: float, n: int,
-                  rng: np.random.Generator) -> np.ndarray:
-    """Bytes ``n`` persistent sessions fetch in a window of ``length`` seconds: caught
-    running (stationary first connection), then one connection per drawn
-    inter-connection time, a drawn file each. Without inter-connection times a session
-    makes one connection per interval."""
+def connection_times(icts: np.ndarray, length: float, rng: np.random.Generator
+                     ) -> np.ndarray:
+    """``construct``: start times in [0, length) of a session living one interval: the
+    first at a uniform phase of a drawn inter-connection time, then one per drawn
+    inter-connection time; one at 0 without inter-connection times."""
     if icts.size == 0 or float(icts.max()) <= 0:
-        return files[rng.integers(0, files.size, n)].astype(float)
-    t = _stationary_first(icts, n, rng)
-    conns = np.zeros(n, dtype=np.int64)
-    width = int(min(max(16.0, 1.3 * length / float(icts.mean()) + 16), 1 << 16))
-    rows = max(1, (1 << 22) // width)
-    live = np.flatnonzero(t < length)
-    while live.size:
-        part, live = live[:rows], live[rows:]
-        steps = icts[rng.integers(0, icts.size, (part.size, width))]
-        times = t[part, None] + np.cumsum(steps, axis=1) - steps
-        inside = (times < length).sum(axis=1)
-        conns[part] += inside
-        t[part] = times[:, -1] + steps[:, -1]
-        live = np.r_[live, part[inside == width]]
-    draws = files[rng.integers(0, files.size, int(conns.sum()))].astype(float)
-    return np.bincount(np.repeat(np.arange(n), conns), weights=draws, minlength=n)
-
-
-def figure4(targets: np.ndarray, vols: np.ndarray, trials: int, rng: np.random.Generator
-            ) -> np.ndarray:
-    """The paper's Figure 4: per target, sessions (of bytes drawn from ``vols``) added
-    until the target is met, the mean count over ``trials``. Beyond ``FIG4_DIRECT``
-    sessions the renewal limit is used (target / mean + (1 + cv^2) / 2: the same mean,
-    without drawing millions of sessions)."""
-    out = np.zeros(len(targets))
-    mean = float(vols.mean()) if vols.size else 0.0
-    if mean <= 0:
-        return out
-    cv2 = float(vols.var()) / mean**2
-    for j, target in enumerate(np.asarray(targets, dtype=float)):
-        if target <= 0:
-            continue
-        if target / mean > FIG4_DIRECT:
-            out[j] = target / mean + (1 + cv2) / 2
-            continue
-        width = int(1.5 * target / mean) + 32
-        while True:
-            cum = np.cumsum(vols[rng.integers(0, vols.size, (trials, width))], axis=1)
-            if (cum[:, -1] >= target).all():
-                break
-            width *= 2
-        out[j] = float(((cum < target).sum(axis=1) + 1).mean())
-    return out
+        return np.zeros(1)
+    t = float(rng.random() * icts[rng.integers(0, icts.size)])
+    mean = max(float(icts.mean()), 1e-9)
+    parts = []
+    while t < length:
+        k = int(min(max(16, 1.3 * (length - t) / mean + 8), MAX_CONNS))
+        times = t + np.concatenate([[0.0], np.cumsum(icts[rng.integers(0, icts.size, k - 1)])])
+        inside = times[times < length]
+        parts.append(inside)
+        if len(inside) < k:
+            break
+        t = float(times[-1]) + float(icts[rng.integers(0, icts.size)])
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def harpoon_schedule(model: Any, clients: list[str], servers: list[str], duration_s: float,
@@ -460,7 +426,8 @@ def fit_flows(src: Path, interval_s: float, cache: Path) -> Path:
     if not src.exists():
         raise SwellError(src, "no such flow input")
     files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src]
-    key = hashlib.sha1(f"{[_hash_file(p) for p in files]}{interval_s!r}".encode())
+    key = hashlib.sha1(f"{[_hash_file(p) for p in files]}{interval_s!r}"
+                       f"{harpoon_model.FORMAT_VERSION}".encode())  # a new format: refitted
     dest = cache / f"harpoon-{key.hexdigest()[:12]}"
     if not (dest / "model.json").is_file():
         params = fitting.HarpoonParams(interval_s=interval_s)

@@ -67,7 +67,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-scale", type=float, default=1.0, help="model seconds per second")
     p.add_argument("--rate-scale", type=float, help="bit rate x k (default 1)")
     p.add_argument("--target-mbps", type=float, help="scale to this mean TCP rate")
-    p.add_argument("--sessions", choices=("construct", "model"), default="construct")
+    p.add_argument("--sessions", choices=("model", "construct"), default="model",
+                   help="model: the model's active sessions per interval (Harpoon's "
+                   "procedure); construct: one-interval sessions until each target is met "
+                   "(not Harpoon's; for short intervals)")
     p.add_argument("--start-interval", type=int, default=0)
     p.add_argument("--port", type=int, default=5000)
     p.add_argument("--no-udp", action="store_true", help="TCP sessions only")

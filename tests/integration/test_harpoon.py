@@ -1,35 +1,34 @@
 """Harpoon through `swell run` and `swell gen harpoon` (root; Harpoon's own validation).
 
-Compressed day: the alexa-app capture's flows (file sizes, inter-connection
-times, 16 servers' weights) with the per-hour byte targets of one real day
-(WorldCup98's per-minute log, 1 May 1998), 24 intervals of 3600 s run at
-time_scale 1800: 2 s per hour, 48 s for the day, at 6 Mbit/s mean. TCP bytes
-are counted at the bottleneck (server -> client payload, by the interval the
-packet crossed in).
-
-* ``sessions: construct`` offers each interval's target by construction, so
-  each interval's bytes at the bottleneck within 10% of the target tests the
-  delivery.
-* ``sessions: model`` (the paper's procedure: persistent sessions, counts from
-  Figure 4) varies per interval as the heavy-tailed draws do. Over 400 seeds
-  of this schedule (``bench/harpoon_spread.py``, docs/harpoon/model-spread.txt)
-  the offered/target ratio per interval had sd 0.130 (2 s intervals), the
-  day's total 0.905-1.081 (sd 0.028), the largest deviation of one interval
-  0.551, the sd over one run's 24 intervals at most 0.176, and the
-  correlation of the offered bytes with the targets at least 0.825. The
-  bottleneck must show the schedule's offer per interval within 10%
-  (delivery) and the targets within those bounds, a little wider.
+Compressed day (the issue's volume check: each interval's bytes within 10% of
+the model's target): the alexa-app capture's flows (file sizes,
+inter-connection times, 11 servers' weights) with the byte targets of one
+real day (WorldCup98's per-minute log, 1 May 1998) in six 4-hour intervals,
+run by the default ``sessions: model`` (Harpoon's procedure: per interval the
+model's Figure 4 count of persistent sessions) at time_scale 1800 (8 s per
+interval, 48 s for the day) and 30 Mbit/s on average. TCP bytes are counted at
+the bottleneck (server -> client payload, by the interval the packet crossed
+in). Why these settings: one interval's bytes vary with the heavy-tailed
+draws as one over the square root of its connections (sd 13% of the target
+at 2 s and 6 Mbit/s, about 300 connections); 8 s of 30 Mbit/s hold about
+6,700 connections, for which the schedule alone stays within 10% of every
+target in almost every seed (docs/harpoon.md measures it over seeds, with
+``bench/harpoon_spread.py``, and how often this test passes). The bottleneck
+must show each interval within 10% of the schedule's offer (delivery) and of
+the target.
 
 Both check that the servers' connection counts in the capture rank like the
 pool's weights (Spearman > 0.9). A crafted flow table (``tests/harpoon_flows``)
 with 8 clients, 6 servers and one UDP source of each type checks the client
 pool's ranks in the capture and the UDP bytes at the bottleneck, in a short
-run; ``swell gen harpoon`` runs it by hand between two namespaces.
+run; ``swell gen harpoon`` runs it by hand between two namespaces
+(``--sessions construct``: each short interval's target met by construction).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -54,21 +53,19 @@ ENV = {"SWELL_QUIET": "1", "PATH": "/usr/sbin:/usr/bin:/bin"}
 
 EXP = """
 name: it-harpoon
+seed: {seed}
 duration_s: {duration}
 warmup_s: 0
 topology:
   network: 10.83.0.0/16
   bottleneck: {{rate_mbps: 100, delay_ms: 2, queue_bytes: 500000}}
 foreground: {{kind: none}}
-background: {{kind: harpoon, model: model, time_scale: {ts}, target_mbps: {mbps},
-             sessions: {sessions}}}
+background: {{kind: harpoon, model: model, time_scale: {ts}, target_mbps: {mbps}}}
 """
-
-# sessions: model, measured on 400 seeds of the compressed day's schedule (module docstring)
-MODEL_DAY = (0.88, 1.12)  # the day's total over its target (400 seeds: 0.905-1.081)
-MODEL_INTERVAL = 0.65  # |received / target - 1| of any interval (400 seeds: 0.551)
-MODEL_SD = 0.21  # sd of received / target over the 24 intervals (400 seeds: 0.176)
-MODEL_CORR = 0.75  # Pearson of the received bytes with the targets (400 seeds: 0.825)
+DAY_INTERVAL_S = 4 * 3600  # six intervals: 8 s each at time_scale 1800
+DAY_MBPS = 30  # about 6,700 connections per interval
+# the run's seed (more to measure how often the day passes: docs/harpoon.md)
+DAY_SEEDS = [int(x) for x in os.environ.get("SWELL_HARPOON_DAY_SEEDS", "1").split(",")]
 
 pytestmark = pytest.mark.slow
 needs_day = pytest.mark.skipif(not (ALEXA.exists() and WC98.exists()),
@@ -155,41 +152,37 @@ def _syn_ranks(fwd: list, meta: dict[str, Any], side: str) -> tuple[float, list[
 
 
 def _day_model() -> HM.HarpoonModel:
-    p = H.HarpoonParams(interval_s=3600)
-    fit = H.reshape(H.fit(read_flows([ALEXA]), p), p, H.read_profile(str(WC98), 3600),
-                    WC98.name)
+    p = H.HarpoonParams(interval_s=DAY_INTERVAL_S)
+    fit = H.reshape(H.fit(read_flows([ALEXA]), p), p,
+                    H.read_profile(str(WC98), DAY_INTERVAL_S), WC98.name)
     return HM.build(fit, p, {"inputs": [str(ALEXA)]})
 
 
 @needs_day
-@pytest.mark.parametrize("sessions", ["construct", "model"])
-def test_compressed_day(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sessions: str):
+@pytest.mark.parametrize("seed", DAY_SEEDS)
+def test_compressed_day(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int):
     if shutil.which("tcpdump") is None:
         pytest.skip("tcpdump missing (apt-get install tcpdump)")
     monkeypatch.setenv("SWELL_QUIET", "1")
-    rdir, meta = _run(tmp_path, _day_model(), duration=48, ts=1800, mbps=6, sessions=sessions)
+    model = _day_model()
+    rdir, meta = _run(tmp_path, model, seed=seed, duration=48, ts=1800, mbps=DAY_MBPS)
     fwd, rev, base = _capture(rdir)
     got = _tcp_per_interval(rev, base, meta)
-    targets = np.array([iv["target_bytes"] for iv in meta["intervals"]])
-    offered = np.array([iv["offered_bytes"] for iv in meta["intervals"]])
-    ratio = got / targets
-    print(f"\n{sessions}: received/target per interval {np.round(ratio, 3).tolist()}")
-    # delivery: what the schedule offered crossed the bottleneck, interval by interval
-    delivered = got / offered
-    assert np.all(np.abs(delivered - 1) < 0.10), np.round(delivered, 3).tolist()
-    if sessions == "construct":
-        assert np.all(np.abs(ratio - 1) < 0.10), np.round(ratio, 3).tolist()
-    else:
-        day = got.sum() / targets.sum()
-        corr = float(np.corrcoef(got, targets)[0, 1])
-        print(f"day {day:.3f}, sd {ratio.std():.3f}, corr {corr:.3f}")
-        assert MODEL_DAY[0] < day < MODEL_DAY[1], day
-        assert np.all(np.abs(ratio - 1) < MODEL_INTERVAL), np.round(ratio, 3).tolist()
-        assert ratio.std() < MODEL_SD and corr > MODEL_CORR, (ratio.std(), corr)
-        counts = [iv["tcp_sessions"] for iv in meta["intervals"]]
-        assert min(counts) > 300, counts  # persistent sessions: hundreds, not tens
-    # the day's shape is there: the busiest hour carries more than the quietest
-    assert got.max() > 1.3 * got.min()
+    ivs = meta["intervals"]
+    targets = np.array([iv["target_bytes"] for iv in ivs])
+    offered = np.array([iv["offered_bytes"] for iv in ivs])
+    print(f"\nreceived/target per interval {np.round(got / targets, 3).tolist()}, "
+          f"received/offered {np.round(got / offered, 3).tolist()}")
+    # the model's sessions: Figure 4's count, plus k - 1 targets at one session's mean
+    a, k = model.arrays, meta["rate_factor"]
+    want = a["interval/sessions"] + (k - 1) * a["interval/tcp_bytes"] / model.session_mean
+    assert meta["sessions_mode"] == "model" and len(ivs) == model.intervals == 6
+    assert all(abs(iv["tcp_sessions"] - w) < 1 for iv, w in zip(ivs, want, strict=True))
+    # delivery: what the schedule offered crossed the bottleneck, interval by interval;
+    # the volume check: each interval within 10% of the model's target
+    assert np.all(np.abs(got / offered - 1) < 0.10), np.round(got / offered, 3).tolist()
+    assert np.all(np.abs(got / targets - 1) < 0.10), np.round(got / targets, 3).tolist()
+    assert got.max() > 1.5 * got.min()  # the day's shape: 4-hour targets span x1.9
     rho, counts = _syn_ranks(fwd, meta, "server")
     assert rho > 0.9, (counts, meta["server_weights"])
 
@@ -206,8 +199,7 @@ def test_client_pool_and_udp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     if shutil.which("tcpdump") is None:
         pytest.skip("tcpdump missing (apt-get install tcpdump)")
     monkeypatch.setenv("SWELL_QUIET", "1")
-    rdir, meta = _run(tmp_path, _crafted_model(), duration=30, ts=6, mbps=8,
-                      sessions="construct")
+    rdir, meta = _run(tmp_path, _crafted_model(), seed=1, duration=30, ts=6, mbps=8)
     fwd, rev, _ = _capture(rdir)
     for side in ("client", "server"):
         rho, counts = _syn_ranks(fwd, meta, side)
@@ -236,7 +228,8 @@ def test_gen_harpoon_by_hand(netns, tmp_path: Path):
     res = subprocess.run([str(REPO / ".venv/bin/swell"), "gen", "harpoon", "--model",
                           str(tmp_path / "model"), "--clients", ",".join(clients),
                           "--servers", ",".join(servers), "--duration", "12",
-                          "--time-scale", "15", "--target-mbps", "4", "--src-ns", cli,
+                          "--time-scale", "15", "--target-mbps", "4", "--sessions",
+                          "construct", "--src-ns", cli,
                           "--dst-ns", srv, "--out", str(tmp_path / "o")],
                          capture_output=True, text=True, timeout=120, env=ENV)
     assert res.returncode == 0, res.stderr
