@@ -4,18 +4,15 @@ Pure functions over arrays (no files, no processes): the video traffic kind
 (:mod:`swell.generators.video`) reads the client's capture and hands the
 columns here. Times are seconds (any common origin), sizes bytes.
 
-Frames are rebuilt two ways:
-
-* **RTP** (:func:`rtp_frames`): packets of one frame share an RTP timestamp and
-  the last one carries the marker bit; a frame is complete when its marker
-  packet and every sequence number between the previous frame's marker and its
-  own arrived. Its completion time is the arrival of its last packet. A frame
-  missing a packet never completes (H.264 cannot show it; its references are
-  not followed further).
-* **TCP** (:func:`tcp_frames`): the byte stream is the encoded file itself,
-  so frame *i* is the byte range ``[pos_i, pos_i + size_i)`` of the encoder's
-  frame index; it completes when the in-order frontier of received bytes
-  (what the application can read) passes its end.
+Frames are rebuilt from RTP packets (:func:`rtp_frames`), whichever way they
+came: packets of one frame share an RTP timestamp and the last one carries
+the marker bit; a frame is complete when its marker packet and every sequence
+number between the previous frame's marker and its own arrived. Its completion
+time is the arrival of its last packet. A frame missing a packet never
+completes (H.264 cannot show it; its references are not followed further).
+Over UDP a packet arrives with its datagram; over RTSP-interleaved TCP when
+its last byte is in order at the client (:func:`inorder_frontier` gives when
+the in-order byte stream grew).
 
 Playout (:func:`playout`): playback starts when the first frame completes
 plus a buffer of ``D`` seconds; frame *i* is due at ``start + D + (m_i -
@@ -174,18 +171,6 @@ def inorder_frontier(arrival_s: np.ndarray, seq: np.ndarray,
             times.append(t[k])
             offsets.append(front)
     return np.asarray(times, float), np.asarray(offsets, np.int64)
-
-
-def tcp_frames(arrival_s: np.ndarray, seq: np.ndarray, length: np.ndarray,
-               frame_pos: np.ndarray, frame_size: np.ndarray, fps: float) -> Frames:
-    """Frames of an encoded byte stream sent over TCP, from its frame index."""
-    times, offsets = inorder_frontier(arrival_s, seq, length)
-    ends = np.asarray(frame_pos, np.int64) + np.asarray(frame_size, np.int64)
-    k = np.searchsorted(offsets, ends, side="left")  # first frontier at or past the end
-    complete = np.full(ends.size, np.nan)
-    ok = k < offsets.size
-    complete[ok] = times[k[ok]]
-    return Frames(np.arange(ends.size) / fps, complete, np.asarray(frame_size, float))
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,11 @@
 ``bench/paper_video.py STUDY [--json OUT]``, after ``swell run
 experiments/paper/fig10_video.yaml -o STUDY`` (or ``fig11_video_buffering.yaml``).
 
-One row per run, in study order: the bottleneck's rate and the client's
-buffer, the background's delivered rate towards the clients (server -> client
-IP rate at the bottleneck) and its share of the asked load as the run reports
-it, the stream's packet inter-arrival percentiles, its loss, late frames,
+One row per run, in study order: the bottleneck's rate, the client's
+buffer and the transport (``rtp`` or ``tcp``, RTSP-interleaved), the
+background's delivered rate towards the clients (server -> client IP rate
+at the bottleneck) and its share of the asked load as the run reports it,
+the stream's packet inter-arrival percentiles, its loss, late frames,
 stalls and stall time (longest stall) with the configured buffer, the late
 frames the same arrivals would give with no buffer and with 10 s (the
 ``by_buffer`` ladder the video kind stores), the seconds that brought less
@@ -41,7 +42,8 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
             "label": run["label"], "repetition": run.get("repetition", 0),
             "background_kind": run.get("background_kind"),
             "bottleneck_mbps": run["spec"]["topology"]["bottleneck"]["rate_mbps"],
-            "buffer_s": fg.get("buffer_s"),
+            "buffer_s": fg.get("buffer_s"), "transport": fg.get("transport"),
+            "retransmitted": fg.get("retransmitted"),
             "bg_s2c_mbps": float(run["bottleneck"]["reverse"]["bg_mean_mbps"]),
             "bg_c2s_mbps": float(run["bottleneck"]["forward"]["bg_mean_mbps"]),
             "delivered_share": share,
@@ -58,15 +60,16 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     rows = study_rows(__doc__, rows_of, argv)
-    print("| run | link | buffer | bg s->c (share) | inter-arrival p50 / p90 / p99 (ms) | loss | "
-          "late frames | stalls / time (longest) | late at D=0 / D=10 | s below rate | problems |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| run | link | buffer | transport | bg s->c (share) | "
+          "inter-arrival p50 / p90 / p99 (ms) | loss | late frames | stalls / time (longest) | "
+          "late at D=0 / D=10 | s below rate | problems |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ia = r["interarrival_ms"]
         share = f" ({100 * r['delivered_share']:.0f}%)" if r["delivered_share"] is not None else ""
         loss = f"{100 * r['loss']:.2f}%" if r["loss"] is not None else "-"
         print(f"| {r['label']} #{r['repetition']} | {r['bottleneck_mbps']:g} | {r['buffer_s']:g} | "
-              f"{r['bg_s2c_mbps']:.2f}{share} | "
+              f"{r['transport']} | {r['bg_s2c_mbps']:.2f}{share} | "
               f"{ia.get('p50', 0):.2f} / {ia.get('p90', 0):.1f} / {ia.get('p99', 0):.1f} | "
               f"{loss} | {r['late_frames']} of {r['frames']} | "
               f"{r['stalls']} / {r['stall_s']:.2f} s ({r['longest_stall_s']:.2f} s) | "

@@ -11,11 +11,18 @@ file says::
 
 The clip, the sender and the receiver are real tools
 (:mod:`swell.generators.video_client`: ffmpeg/libx264 for the clip, GStreamer
-pacing it into RTP or a TCP connection, GStreamer or socat at the client),
-every process bound to its endpoint's address and started through its
-:class:`~swell.placement.Place`.
-The metrics come from the client's own capture (tcpdump, kernel stamps) and
-the encoder's frame index, reduced by :mod:`swell.analysis.video`: packet
+pacing it). ``rtp``: RTP over UDP, GStreamer at both ends, no retransmission.
+``tcp``: RTSP-interleaved RTP over TCP, ffmpeg recording (ANNOUNCE, SETUP,
+RECORD) to an ffmpeg RTSP receiver listening at the client; TCP retransmits.
+Every process is started through its endpoint's
+:class:`~swell.placement.Place`; the receivers and the RTP sender bind their
+host's address, the RTSP sender (ffmpeg has no local-address option for
+RTSP) gets it from its place's routing, and the metrics read only packets
+from the server's address, so a stream from any other address counts as none.
+The metrics come from the client's own capture (tcpdump, kernel stamps),
+reduced by :mod:`swell.analysis.video`: for TCP the capture's byte stream is
+reassembled and its interleaved RTP packets read out, each arriving when its
+last byte is in order; then both transports share the RTP frame logic: packet
 inter-arrival CDF, RFC 3550 jitter, loss, late frames, stalls and stall time
 (for the configured buffer and for a ladder of buffers on the same arrivals),
 received rate per second against the stream rate, startup delay.
@@ -26,7 +33,8 @@ received rate over time (:meth:`VideoKind.report`).
 
 from __future__ import annotations
 
-import shutil
+import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -68,7 +76,8 @@ class VideoSpec(KindSpec):
     transport: Literal["rtp", "tcp"] = "rtp"
     port: int = Field(5004, ge=1024, le=65534, description="the stream's port")
     drain_s: float = Field(3.0, ge=0, le=120, description="RTP: how long the client still "
-                           "listens after the sender has sent its last packet")
+                           "listens after the sender has sent its last packet (TCP: until "
+                           "the RTSP session ends)")
 
     def display(self) -> str:
         return self.label or (f"video {self.transport} {self.rate_kbps:g} kbit/s "
@@ -90,84 +99,94 @@ class VideoGenerator(Generator):
         self.received = out / "received.h264"
         self.tcpdump: Tcpdump | None = None
         self.sender: Proc | None = None
+        self.pacer: Proc | None = None  # TCP: GStreamer pacing the frames into the sender
         self.receiver: Proc | None = None
         self.sender_done_at: float | None = None
-        self.sender_status: int | None = None
         self.cut = False
 
     def check(self) -> None:
         pass  # the kind's check() ran before the topology existed
 
     def start_server(self) -> None:
-        """The listening side: the RTP receiver, or the TCP sender waiting for its client."""
+        """The listening side, at the client: the RTP receiver or the RTSP receiver."""
         self.out.mkdir(parents=True, exist_ok=True)
-        s, c, p = self.server, self.client, self.spec.port
+        c, p = self.client, self.spec.port
         if self.spec.transport == "rtp":
             self.receiver = self.spawn("gst-launch-1.0 (RTP receiver)", c.place,
                                        VC.rtp_receiver_argv(c.ip, p, self.received))
         else:
-            self.sender = self.spawn("socat + GStreamer (TCP sender)", s.place,
-                                     VC.tcp_sender_argv(self.clip.path, self.clip.fps, s.ip, p))
+            self.receiver = self.spawn("ffmpeg (RTSP receiver)", c.place,
+                                       VC.rtsp_receiver_argv(c.ip, p, self.received))
 
     def wait_ready(self, timeout: float = 10.0) -> None:
-        """Probe the listening socket (ss in its place), then start the client's capture."""
-        rtp = self.spec.transport == "rtp"
-        proc = self.receiver if rtp else self.sender
-        ep = self.client if rtp else self.server
-        assert proc is not None
-        argv = VC.listening_argv("udp" if rtp else "tcp", ep.ip, self.spec.port)
+        """Probe the receiver's socket (ss in its place), then start the client's capture."""
+        proto = "udp" if self.spec.transport == "rtp" else "tcp"
+        assert self.receiver is not None
+        c = self.client
+        argv = VC.listening_argv(proto, c.ip, self.spec.port)
         deadline = time.monotonic() + timeout
         while True:
-            if not proc.alive():
-                raise SwellError(proc.label, proc.error_text())
-            res = ep.place.run(argv, timeout=timeout)
+            if not self.receiver.alive():
+                raise SwellError(self.receiver.label, self.receiver.error_text())
+            res = c.place.run(argv, timeout=timeout)
             if res.returncode == 0 and res.stdout.strip():
                 break
             if time.monotonic() > deadline:
-                raise SwellError(proc.label, f"not listening on {ep.ip}:{self.spec.port} "
-                                             f"after {timeout:.0f} s")
+                raise SwellError(self.receiver.label, f"not listening on {c.ip}:"
+                                 f"{self.spec.port} after {timeout:.0f} s")
             time.sleep(PROBE_S)  # probe cadence
-        proto = "udp" if rtp else "tcp"
-        self.tcpdump = Tcpdump(self.client.place, tcpdump_argv(
-            "any", self.pcap, 128, bpf=f"host {self.server.ip} and {proto} port {self.spec.port}"),
-            f"tcpdump at {self.client.ip}")
+        # RTP: headers are enough; RTSP: the whole byte stream is reassembled
+        self.tcpdump = Tcpdump(c.place, tcpdump_argv(
+            "any", self.pcap, 128 if proto == "udp" else 0,
+            bpf=f"host {self.server.ip} and {proto} port {self.spec.port}"),
+            f"tcpdump at {c.ip}")
         self.tcpdump.start()
 
     def start_client(self) -> None:
+        """The sender, at the server: GStreamer's RTP sender, or the pacer and ffmpeg."""
         s, c, p = self.server, self.client, self.spec.port
         if self.spec.transport == "rtp":
             self.sender = self.spawn("GStreamer (RTP sender)", s.place, VC.rtp_sender_argv(
                 self.clip.path, self.clip.fps, s.ip, c.ip, p))
-        else:
-            self.receiver = self.spawn("socat (TCP receiver)", c.place,
-                                       VC.tcp_receiver_argv(s.ip, p, c.ip, self.received))
+            return
+        fifo = self.out / "frames.fifo"
+        fifo.unlink(missing_ok=True)
+        os.mkfifo(fifo)
+        self.sender = self.spawn("ffmpeg (RTSP sender)", s.place,
+                                 VC.rtsp_sender_argv(fifo, self.clip.fps, c.ip, p))
+        self.pacer = self.spawn("GStreamer (pacer)", s.place, VC.pacer_argv(self.clip.path, fifo))
 
     def running(self) -> bool:
-        """TCP: until the receiver has read the whole stream; RTP: the sender, then a drain."""
-        if self.spec.transport == "tcp":
-            return self.receiver is not None and self.receiver.alive()
+        """RTP: the sender, then a drain; TCP: until the receiver has the whole session
+        (it ends on the sender's TEARDOWN, after every byte queued before it arrived)."""
         if self.sender is None:
             return False
         if self.sender.alive():
             return True
+        if self.spec.transport == "tcp":
+            return self.sender.popen.returncode == 0 and self.receiver is not None \
+                and self.receiver.alive()
         if self.sender_done_at is None:
             self.sender_done_at = time.monotonic()
         return time.monotonic() - self.sender_done_at < self.spec.drain_s
 
     def stop(self) -> None:
-        """Sender, receiver, then the capture (flushed); a sender that failed is an error."""
+        """Senders, receiver, then the capture (flushed); a sender that failed is an error."""
+        senders = [x for x in (self.pacer, self.sender) if x is not None]
         try:
-            if self.sender is not None:
-                self.cut = self.sender.alive()
-                self.sender_status = self.sender.stop()
+            self.cut = any(x.alive() for x in senders) or (
+                self.spec.transport == "tcp" and self.receiver is not None
+                and self.receiver.alive())
+            status = [(x, x.stop()) for x in senders]
             super().stop()
         finally:
             if self.tcpdump is not None and self.tcpdump.proc is not None:
                 counts = self.tcpdump.stop()
                 if counts.dropped:
                     raise SwellError(self.pcap, f"capture dropped {counts.dropped} packets")
-        if self.sender is not None and not self.cut and self.sender_status:
-            raise SwellError(self.sender.label, self.sender.error_text())
+        failed = [x for x, rc in status if rc]
+        if failed and not self.cut:
+            raise SwellError(failed[0].label, failed[0].error_text())
 
     def collect(self, warmup_s: float = 0.0) -> GenResult:
         summary = {"server_ip": self.server.ip, "client_ip": self.client.ip,
@@ -185,28 +204,19 @@ def video_metrics(spec: VideoSpec, clip: VC.Clip, pcap: Path, server_ip: str,
                          "stream_kbps": round(clip.rate_kbps, 3), "frames": clip.frames}
     if spec.transport == "rtp":
         pk = VC.read_udp(pcap, client_ip, spec.port)
-        order = np.argsort(pk.arrival_s, kind="stable")
-        arrival, nbytes = pk.arrival_s[order], pk.payload[order]
-        frames = V.rtp_frames(arrival, pk.seq[order], pk.rtp_ts[order], pk.marker[order],
-                              nbytes, VC.RTP_CLOCK_HZ, fps)
-        jitter = V.rfc3550_jitter(arrival, pk.rtp_ts[order], VC.RTP_CLOCK_HZ)
-        expected, lost = V.rtp_loss(pk.seq)
-        m.update(packets=int(arrival.size), expected=expected, lost=lost,
-                 loss=round(lost / expected, 6) if expected else 0.0, ssrc=pk.ssrc)
     else:
-        seg = VC.read_tcp(pcap, server_ip, spec.port)
-        arrival, nbytes = seg.arrival_s, seg.length
-        frames = V.tcp_frames(arrival, seg.offset, seg.length, clip.pos, clip.size, fps)
-        done = np.isfinite(frames.complete_s)
-        jitter = V.rfc3550_jitter(frames.complete_s[done],
-                                  np.rint(frames.media_s[done] * VC.RTP_CLOCK_HZ).astype(np.int64),
-                                  VC.RTP_CLOCK_HZ)
-        ends = seg.offset + seg.length
-        seen = np.maximum.accumulate(np.r_[0, ends[:-1]]) if ends.size else ends
-        _, front = V.inorder_frontier(arrival, seg.offset, seg.length)
-        got = int(front[-1]) if front.size else 0
-        m.update(packets=int(arrival.size), retransmitted=int((seg.offset < seen).sum()),
-                 lost=0, loss=0.0, missing_bytes=max(clip.bytes - got, 0))
+        stream = VC.read_tcp_stream(pcap, server_ip, client_ip, spec.port)
+        pk, messages = VC.interleaved_rtp(stream)
+        m.update(retransmitted=stream.retransmitted, tcp_segments=int(stream.offset.size),
+                 tcp_bytes=len(stream.data), rtsp_messages=messages)
+    order = np.argsort(pk.arrival_s, kind="stable")
+    arrival, nbytes = pk.arrival_s[order], pk.payload[order]
+    frames = V.rtp_frames(arrival, pk.seq[order], pk.rtp_ts[order], pk.marker[order],
+                          nbytes, VC.RTP_CLOCK_HZ, fps)
+    jitter = V.rfc3550_jitter(arrival, pk.rtp_ts[order], VC.RTP_CLOCK_HZ)
+    expected, lost = V.rtp_loss(pk.seq)
+    m.update(packets=int(arrival.size), expected=expected, lost=lost,
+             loss=round(lost / expected, 6) if expected else 0.0, ssrc=pk.ssrc)
     if frames.count < clip.frames:  # frames after the last one that arrived at all
         pad = clip.frames - frames.count
         frames = V.Frames(np.r_[frames.media_s, (frames.count + np.arange(pad)) / fps],
@@ -270,10 +280,8 @@ class VideoKind(TrafficKind):
     def check(self) -> None:
         """Programs, GStreamer elements and the x264 encoder (exit 3 naming the package)."""
         super().check()
-        if self.vspec.transport == "tcp" and shutil.which("socat") is None:
-            raise EnvironmentProblem("socat", "not installed (apt-get install socat)")
         wanted = ["qtdemux", "h264parse"] + (["udpsrc", "udpsink", "rtph264pay", "rtph264depay"]
-                                  if self.vspec.transport == "rtp" else [])
+                                             if self.vspec.transport == "rtp" else [])
         for element in wanted:
             res = subprocess.run(["gst-inspect-1.0", "--exists", element], capture_output=True)
             if res.returncode != 0:
@@ -284,6 +292,12 @@ class VideoKind(TrafficKind):
         if " libx264 " not in encoders:
             raise EnvironmentProblem("ffmpeg libx264", "encoder missing (apt-get install "
                                                        "ffmpeg, Debian's build has it)")
+        if self.vspec.transport == "tcp":
+            formats = subprocess.run(["ffmpeg", "-hide_banner", "-formats"],
+                                     capture_output=True, text=True).stdout
+            if not re.search(r"^ DE rtsp ", formats, re.MULTILINE):
+                raise EnvironmentProblem("ffmpeg RTSP", "muxer or demuxer missing (apt-get "
+                                                        "install ffmpeg, Debian's build has both)")
 
     def prepare(self, ctx: PrepareContext) -> None:
         s = self.vspec

@@ -79,36 +79,86 @@ def _table(groups: dict[str, list[dict[str, Any]]]) -> str:
             f"rate.</p><table><tr>{th}</tr>{''.join(rows)}</table>")
 
 
+def _by_transport(groups: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
+    """Configuration labels per transport (in study order)."""
+    out: dict[str, list[str]] = {}
+    for label, runs in groups.items():
+        out.setdefault(str(_fg(runs[0]).get("transport", "-")), []).append(label)
+    return out
+
+
+def _cdf_figure(groups: dict[str, list[dict[str, Any]]]) -> Any:
+    """Inter-arrival CDFs, one panel per transport (None when no run has any)."""
+    panels = _by_transport(groups)
+    fig, axes = P.plt.subplots(1, len(panels), figsize=(7 * len(panels), 5), squeeze=False,
+                               sharey=True)
+    drawn = False
+    for ax, (transport, labels) in zip(axes[0], panels.items(), strict=True):
+        for i, label in enumerate(labels):
+            q = [np.asarray((_fg(r).get("series") or {}).get("interarrival_ms_q", []), float)
+                 for r in groups[label]]
+            x = np.sort(np.concatenate(q)) if q else np.zeros(0)
+            x = x[x > 0]
+            if x.size:
+                drawn = True
+                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=label,
+                        color=P.COLORS[i % len(P.COLORS)])
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("inter-arrival time (ms)")
+        ax.set_title(f"Packet inter-arrival at the video client ({transport})")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    axes[0][0].set_ylabel("fraction <= x")
+    fig.tight_layout()
+    if not drawn:
+        P.plt.close(fig)
+        return None
+    return fig
+
+
+def _rate_figure(groups: dict[str, list[dict[str, Any]]]) -> Any:
+    """Received rate per second (repetition 0), one panel per transport."""
+    panels = _by_transport(groups)
+    fig, axes = P.plt.subplots(len(panels), 1, figsize=(9, 3.6 * len(panels)), squeeze=False,
+                               sharex=True)
+    drawn = False
+    for ax, (transport, labels) in zip(axes[:, 0], panels.items(), strict=True):
+        for i, label in enumerate(labels):
+            rate = np.asarray((_fg(groups[label][0]).get("series") or {}).get("rate_kbps", []),
+                              float)
+            if rate.size:
+                drawn = True
+                ax.plot(np.arange(rate.size), rate, label=label, linewidth=1.0,
+                        drawstyle="steps-post", color=P.COLORS[i % len(P.COLORS)])
+        stream = _mean([r for lb in labels for r in groups[lb]], lambda f: f.get("stream_kbps"))
+        if np.isfinite(stream):
+            ax.axhline(stream, color="0.3", linestyle="--", linewidth=0.8)
+        ax.set_ylabel("received (kbit/s)")
+        ax.set_title(f"Received video rate per second ({transport})")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    axes[-1][0].set_xlabel("time since the first packet (s)")
+    fig.tight_layout()
+    if not drawn:
+        P.plt.close(fig)
+        return None
+    return fig
+
+
 def video_report(groups: dict[str, list[dict[str, Any]]], out: Path) -> ReportPart:
     """Figures and the stall table for the configurations that ran the video kind."""
-    colors = [P.COLORS[i % len(P.COLORS)] for i in range(len(groups))]
     figures: list[tuple[Path, str]] = []
-    samples = []
-    for label, runs in groups.items():
-        q = [np.asarray((_fg(r).get("series") or {}).get("interarrival_ms_q", []), float)
-             for r in runs]
-        pooled = np.concatenate(q) if q else np.zeros(0)
-        samples.append((label, pooled[pooled > 0]))
-    if any(s.size for _, s in samples):
-        fig = P.plot_cdfs(samples, title="Packet inter-arrival at the video client",
-                          xlabel="inter-arrival time (ms)", logx=True, colors=colors)
+    fig = _cdf_figure(groups)
+    if fig is not None:
         figures += [(p, "Inter-arrival times of the stream's packets at the client (kernel "
-                        "stamps), one CDF per configuration (201 stored quantiles per run, "
-                        "so n counts quantiles, not packets).")
+                        "stamps; over TCP, when a packet's last byte was in order), one CDF "
+                        "per configuration and a panel per transport (201 stored quantiles "
+                        "per run, repetitions pooled).")
                     for p in P.save(fig, out / "video-interarrival") if p.suffix == ".png"]
-    series = []
-    stream = float("nan")
-    for label, runs in groups.items():
-        rate = np.asarray((_fg(runs[0]).get("series") or {}).get("rate_kbps", []), float)
-        stream = _mean(runs, lambda f: f.get("stream_kbps"))
-        if rate.size:
-            series.append((label, np.arange(rate.size, dtype=float), rate))
-    if series:
-        fig = P.plot_time_series(series, title="Received video rate per second",
-                                 ylabel="received (kbit/s)", scale=1.0, colors=colors)
-        if np.isfinite(stream):
-            fig.axes[0].axhline(stream, color="0.3", linestyle="--", linewidth=0.8)
-        figures += [(p, "Stream bytes received per second at the client (repetition 0); "
-                        "dashed: the stream rate.")
+    fig = _rate_figure(groups)
+    if fig is not None:
+        figures += [(p, "Stream bytes (RTP payload) received per second at the client "
+                        "(repetition 0), a panel per transport; dashed: the stream rate.")
                     for p in P.save(fig, out / "video-rate") if p.suffix == ".png"]
     return ReportPart(figures, _table(groups))

@@ -190,20 +190,20 @@ def test_video_reads_rtp_and_tcp_from_ipv6_captures(tmp_path: Path):
     assert got.seq.tolist() == [0, 1, 2] and got.marker.tolist() == [False, False, True]
     assert got.payload.tolist() == [100, 100, 100] and got.ssrc == 77
 
-    down = IPv6(src=srv, dst=cli)
-    segs = [IPv6(src=cli, dst=srv) / TCP(sport=4000, dport=7000, flags="S", seq=10),
-            down / TCP(sport=7000, dport=4000, flags="SA", seq=1000),
-            down / TCP(sport=7000, dport=4000, flags="A", seq=1001) / (b"a" * 500),
-            down / TCP(sport=7000, dport=4000, flags="A", seq=1501) / (b"b" * 300)]
+    down = IPv6(src=srv, dst=cli)  # the RTSP sender at the server connects to the client
+    segs = [down / TCP(sport=4000, dport=7000, flags="S", seq=1000),
+            IPv6(src=cli, dst=srv) / TCP(sport=7000, dport=4000, flags="SA", seq=10),
+            down / TCP(sport=4000, dport=7000, flags="A", seq=1001) / (b"a" * 500),
+            down / TCP(sport=4000, dport=7000, flags="A", seq=1501) / (b"b" * 300)]
     for i, p in enumerate(segs):
         p.time = t0 + i * 0.01
     wrpcap(str(tmp_path / "tcp.pcap"), segs)
-    seg = vc.read_tcp(tmp_path / "tcp.pcap", srv, 7000)
+    seg = vc.read_tcp_stream(tmp_path / "tcp.pcap", srv, cli, 7000)
     assert seg.offset.tolist() == [0, 500] and seg.length.tolist() == [500, 300]
-    argv = vc.tcp_receiver_argv(srv, 7000, cli, tmp_path / "out")
-    assert argv[2] == "TCP6:[fd00::2:1]:7000,bind=[fd00::1:1]"
-    assert vc.tcp_sender_argv(tmp_path / "c", 30, srv, 7000)[2] == \
-        "TCP6-LISTEN:7000,bind=[fd00::2:1],reuseaddr"
+    assert seg.data == b"a" * 500 + b"b" * 300
+    url = "rtsp://[fd00::1:1]:7000/live"
+    assert url in vc.rtsp_receiver_argv(cli, 7000, tmp_path / "out")
+    assert vc.rtsp_sender_argv(tmp_path / "f", 30, cli, 7000)[-1] == url
 
 
 def test_upb_sizes_keep_the_trace_ip_length_over_ipv6(tmp_path: Path):

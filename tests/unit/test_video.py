@@ -93,15 +93,11 @@ def test_link_below_stream_rate_stall_time_falls_with_the_buffer():
     assert V.playout(fr, 10.0, FPS).late.sum() == 0  # 10 s of media falls 5 s behind
 
 
-def test_tcp_frames_from_segments_with_a_retransmission():
-    pos = np.array([0, 1000, 1500, 4000])
-    size = np.array([1000, 500, 2500, 100])
+def test_inorder_frontier_with_a_retransmission():
     # segments: [0,1460) at 0.1, [2920,4100) at 0.2 (out of order), [1460,2920) resent at 0.5
     t = np.array([0.1, 0.2, 0.5])
     off = np.array([0, 2920, 1460])
     ln = np.array([1460, 1180, 1460])
-    fr = V.tcp_frames(t, off, ln, pos, size, FPS)
-    assert fr.complete_s.tolist() == [0.1, 0.5, 0.5, 0.5]  # frame 1 ends at 1500 > 1460
     times, front = V.inorder_frontier(t, off, ln)
     assert front.tolist() == [1460, 4100] and times.tolist() == [0.1, 0.5]
 
@@ -114,14 +110,14 @@ def test_rate_series_and_run_lengths():
     assert len(V.quantiles(np.arange(10.0))) == V.QUANTILES.size
 
 
-def _pcap(path: Path, packets: list[tuple[float, bytes]]) -> None:
+def _pcap(path: Path, packets: list[tuple[float, bytes]], snap: int = 65535) -> None:
     """A nanosecond pcap with Linux SLL2 framing (what tcpdump -i any writes)."""
-    out = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 276)]
+    out = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, snap, 276)]
     for t, ip in packets:
         frame = bytes(20) + ip
         sec = int(t)
-        out.append(struct.pack("<IIII", sec, int(round((t - sec) * 1e9)), len(frame),
-                               len(frame)) + frame)
+        out.append(struct.pack("<IIII", sec, int(round((t - sec) * 1e9)), min(len(frame), snap),
+                               len(frame)) + frame[:snap])
     path.write_bytes(b"".join(out))
 
 
@@ -139,7 +135,7 @@ def test_read_udp_parses_rtp_headers(tmp_path: Path):
                           0xDEADBEEF) + bytes(50)
         pk.append((1.5 + i * 0.01, _udp("10.0.0.1", "10.0.0.2", 5004, rtp)))
     pk.append((2.0, _udp("10.0.0.1", "10.0.0.3", 5004, bytes(80))))  # another host
-    _pcap(tmp_path / "c.pcap", pk)
+    _pcap(tmp_path / "c.pcap", pk, snap=20 + 28 + 12 + 10)  # headers, as the capture keeps
     got = VC.read_udp(tmp_path / "c.pcap", "10.0.0.2", 5004)
     assert got.seq.tolist() == [100, 101, 102, 103, 104]
     assert got.marker.tolist() == [False, True, False, True, False]
@@ -148,14 +144,95 @@ def test_read_udp_parses_rtp_headers(tmp_path: Path):
     assert got.arrival_s[0] == pytest.approx(1.5)
 
 
+def _ip4(src: str, dst: str, proto: int, body: bytes) -> bytes:
+    return bytes([0x45, 0]) + struct.pack("!H", 20 + len(body)) + bytes(5) + bytes([proto]) \
+        + bytes(2) + bytes(int(x) for x in src.split(".")) \
+        + bytes(int(x) for x in dst.split(".")) + body
+
+
+def _tcp(src: str, dst: str, dport: int, seq: int, payload: bytes = b"",
+         flags: int = 0x10) -> bytes:
+    return _ip4(src, dst, 6, struct.pack("!HHIIBBHHH", 40000, dport, seq, 0, 5 << 4, flags,
+                                         65535, 0, 0) + payload)
+
+
+def _rtsp_bytes(frames: int, per_frame: int = 2) -> tuple[bytes, list[int]]:
+    """What ffmpeg's RTSP sender writes: requests, then ``$`` frames (RTCP on channel 3)."""
+    sdp = b"v=0\r\nm=video 0 RTP/AVP 96\r\n"
+    out = [b"OPTIONS rtsp://10.0.0.2:5004/live RTSP/1.0\r\nCSeq: 1\r\n\r\n",
+           b"ANNOUNCE rtsp://10.0.0.2:5004/live RTSP/1.0\r\nContent-Type: application/sdp\r\n"
+           b"CSeq: 2\r\nContent-Length: %d\r\n\r\n" % len(sdp) + sdp,
+           b"SETUP rtsp://10.0.0.2:5004/live/streamid=0 RTSP/1.0\r\nTransport: "
+           b"RTP/AVP/TCP;unicast;interleaved=2-3;mode=record\r\nCSeq: 3\r\n\r\n",
+           b"RECORD rtsp://10.0.0.2:5004/live RTSP/1.0\r\nCSeq: 4\r\n\r\n"]
+    ends = []  # stream offset of each RTP packet's last byte + 1
+    seq = 0
+    for f in range(frames):
+        if f == 1:
+            rtcp = bytes([0x80, 200]) + bytes(26)
+            out.append(b"$\x03" + struct.pack("!H", len(rtcp)) + rtcp)
+        for k in range(per_frame):
+            rtp = struct.pack("!BBHII", 0x80, (0x80 if k == per_frame - 1 else 0) | 96, seq,
+                              f * TICK, 0xABCD) + bytes(700)
+            out.append(b"$\x02" + struct.pack("!H", len(rtp)) + rtp)
+            ends.append(sum(map(len, out)))
+            seq += 1
+    out.append(b"TEARDOWN rtsp://10.0.0.2:5004/live RTSP/1.0\r\nCSeq: 5\r\n\r\n")
+    return b"".join(out), ends
+
+
+def test_rtsp_interleaved_stream_is_reassembled_into_rtp_packets(tmp_path: Path):
+    data, ends = _rtsp_bytes(6)
+    mss, isn = 1000, 5000
+    chunks = [(o, data[o:o + mss]) for o in range(0, len(data), mss)]
+    pk = [(1.0, _tcp("10.0.1.2", "10.0.0.2", 5004, isn, flags=0x02))]
+    arrive = {}
+    for i, (o, c) in enumerate(chunks):  # segment 3 lost once, resent after segment 5
+        if i == 3:
+            continue
+        arrive[o] = 1.1 + 0.01 * len(pk)
+        pk.append((arrive[o], _tcp("10.0.1.2", "10.0.0.2", 5004, isn + 1 + o, c)))
+        if i == 5:
+            o3, c3 = chunks[3]
+            arrive[o3] = 1.1 + 0.01 * len(pk)
+            pk.append((arrive[o3], _tcp("10.0.1.2", "10.0.0.2", 5004, isn + 1 + o3, c3)))
+    pk.append((3.0, _tcp("10.0.0.2", "10.0.1.2", 40000, 77, b"RTSP/1.0 200 OK\r\n\r\n")))
+    _pcap(tmp_path / "t.pcap", pk)
+    stream = VC.read_tcp_stream(tmp_path / "t.pcap", "10.0.1.2", "10.0.0.2", 5004)
+    assert stream.data == data and stream.retransmitted == 1  # segment 3, below the highest
+    got, messages = VC.interleaved_rtp(stream)
+    assert messages == 5 and got.ssrc == 0xABCD  # the RTCP packet (channel 3) left out
+    assert got.seq.tolist() == list(range(12)) and got.marker.tolist() == [False, True] * 6
+    assert got.payload.tolist() == [700] * 12
+    # each packet arrives when its last byte is in order: packets ending in segments 3-5
+    # all arrive with segment 3's retransmission
+    for end, t in zip(ends, got.arrival_s, strict=True):
+        assert t == pytest.approx(max(arrive[o] for o in arrive if o < end)), end
+    assert (np.abs(got.arrival_s - arrive[3 * mss]) < 1e-6).sum() >= 3
+    fr = V.rtp_frames(got.arrival_s, got.seq, got.rtp_ts, got.marker, got.payload, 90_000, FPS)
+    assert np.isfinite(fr.complete_s).all() and fr.count == 6
+
+
+def test_a_stream_without_its_handshake_or_cut_short_is_an_error(tmp_path: Path):
+    _pcap(tmp_path / "none.pcap", [(1.0, _tcp("10.0.1.2", "10.0.0.2", 5004, 9, b"x" * 10))])
+    with pytest.raises(SwellError, match="no TCP connection"):
+        VC.read_tcp_stream(tmp_path / "none.pcap", "10.0.1.2", "10.0.0.2", 5004)
+    seg = _tcp("10.0.1.2", "10.0.0.2", 5004, 10, b"y" * 100)
+    _pcap(tmp_path / "cut.pcap", [(1.0, _tcp("10.0.1.2", "10.0.0.2", 5004, 9, flags=0x02)),
+                                  (1.1, seg[:-30])])  # the capture kept 70 payload bytes
+    with pytest.raises(SwellError, match="snap length"):
+        VC.read_tcp_stream(tmp_path / "cut.pcap", "10.0.1.2", "10.0.0.2", 5004)
+
+
 def test_both_sides_bind_their_addresses():
     rtp_tx = VC.rtp_sender_argv(Path("/c.mp4"), FPS, "10.0.1.2", "10.0.0.2", 5004)
     assert "bind-address=10.0.1.2" in rtp_tx and "host=10.0.0.2" in rtp_tx
     assert "address=10.0.0.2" in VC.rtp_receiver_argv("10.0.0.2", 5004, Path("/r"))
-    assert any("bind=10.0.1.2" in a for a in VC.tcp_sender_argv(Path("/c"), FPS, "10.0.1.2",
-                                                                5004))
-    assert any("bind=10.0.0.2" in a for a in VC.tcp_receiver_argv("10.0.1.2", 5004, "10.0.0.2",
-                                                                  Path("/r")))
+    rx = VC.rtsp_receiver_argv("10.0.0.2", 5004, Path("/r"))
+    assert "rtsp://10.0.0.2:5004/live" in rx and rx[rx.index("-rtsp_flags") + 1] == "listen"
+    tx = VC.rtsp_sender_argv(Path("/f"), FPS, "10.0.0.2", 5004)
+    assert tx[-1] == "rtsp://10.0.0.2:5004/live" and tx[tx.index("-rtsp_transport") + 1] == "tcp"
+    assert "-re" not in tx  # paced by GStreamer, not ffmpeg's 10 ms polling
 
 
 def test_spec_defaults_and_rate_warning():
@@ -203,3 +280,18 @@ def test_clip_is_constant_rate_and_indexed(tmp_path: Path):
     assert np.all(np.abs(per_s[1:] / 450 - 1) < 0.05), per_s  # second 0 has the headers
     again = VC.make_clip(tmp_path, 450, FPS, 4)  # cached
     assert again.stream.stat().st_mtime == clip.stream.stat().st_mtime
+
+
+def test_swell_run_without_ffmpeg_is_exit_3_before_anything_is_written(tmp_path: Path,
+                                                                        monkeypatch, capsys):
+    from swell.cli import main as swell_main
+
+    exp = tmp_path / "v.yaml"
+    exp.write_text(TOPO + "duration_s: 12\nforeground: {kind: video, duration_s: 8, "
+                          "transport: tcp}\n")
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no ffmpeg, nor anything else
+    assert swell_main(["run", str(exp), "-o", str(tmp_path / "out")]) == 3
+    err = capsys.readouterr().err
+    assert "ffmpeg" in err and "apt-get install ffmpeg" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
