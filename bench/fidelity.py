@@ -13,9 +13,11 @@ For each real capture (issue 5, "How it must be checked", DESIGN 5):
    is set in every namespace right after the topology is up
    (``swell.experiments.tcpsettings.set_tcp``): a new namespace inherits the host's
    default otherwise (bbr on the bench host, which paces every sender);
-3. draw a schedule at the model's rate (scale 1, fixed seed) for ``--factor``
-   times the trace's length and run the Swing generator placed as
-   the Swing kind (``swell.generators.swing``) places it (one ``swell-gen`` per namespace);
+3. make the Swing kind through the registry as an experiment file names it
+   (``swell.generators.registry``), let it draw a schedule at the model's rate
+   (scale 1, fixed seed) for ``--factor`` times the trace's length and build its
+   generator on the topology's placement (one ``swell-gen`` per namespace), and
+   drive it with ``swell run``'s session (``swell.experiments.session``);
 4. capture both bottleneck directions. Direction mapping: in the original,
    client -> server and server -> client by SYN (``swell.analysis.timeseries``'s
    ``syn`` rule); at the bottleneck, forward (client side -> server side) is
@@ -64,7 +66,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,48 +187,54 @@ def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
     return ok, scale, [a.name for a in apps if a not in ok]
 
 
-def swing_background(topo: Any, model_dir: Path, out: Path, run_s: float,
-                     warmup_s: float = 0.0, seed: int = SEED) -> Any:
-    """The Swing generator placed on the topology as the Swing kind does.
+TAIL_S = 2.0  # the clients' hard stop comes this long after the generated window's end
 
-    The schedule is drawn once from ``seed`` (no seed selection). With ``CALIBRATE``
-    (``--calibrate``) it is drawn as ``swell run`` draws one for a target rate: the
-    session count chosen so the schedule carries the model's mean rate over the run
-    (``swing_schedule``); the spread that is left is reported over ``--seeds``.
-    Sessions are mapped onto the emulated hosts by their access links (hostmap).
+
+def swing_background(model_dir: Path, out: Path, seed: int = SEED) -> Any:
+    """The Swing kind as an experiment file names it, made through the registry.
+
+    ``background: {kind: swing, model: ..., rre_draw: ...}``; with ``CALIBRATE``
+    (``--calibrate``) also ``variant: {target_mbps: <the model's mean>}``, which is how
+    ``swell run`` draws a schedule for a target rate: the session count chosen so the
+    schedule carries that rate over the run (``swing_schedule``, no seed selection; the
+    spread that is left is reported over ``--seeds``). The kind extracts nothing here
+    (the model is given); its variant, if any, is saved under ``out/cache``.
     """
     from swell.extract.model import load_model
-    from swell.generators.schedule import write_schedule
-    from swell.generators.swing import (
-        SwingConfig,
-        SwingGenerator,
-        place_hosts,
-        probe_paths,
-        swing_schedule,
-    )
-    from swell.topologies.placement import placement_of
+    from swell.generators import registry
+    from swell.generators.kind import PrepareContext
 
-    apps, scale, _ = usable_apps(model_dir)
-    target = load_model(model_dir).mean_rate_bps() / 1e6 if CALIBRATE else None
-    pl = placement_of(topo)
-    sched = swing_schedule(apps, list(pl.bg_clients), list(pl.bg_servers), run_s, seed,
-                           scale, target, window_start_s=warmup_s, rre_draw=RRE_DRAW)
-    path = write_schedule(out / "schedule.jsonl", sched)
-    return SwingGenerator(SwingConfig(
-        schedule=path, out_dir=out / "background",
-        server=pl.bg_servers[0].place, client=pl.bg_clients[0].place,
-        server_groups=place_hosts(list(pl.bg_servers)),
-        client_groups=place_hosts(list(pl.bg_clients)),
-        duration_s=run_s + 2.0, probe=probe_paths(pl)))
+    options: dict[str, Any] = {"kind": "swing", "model": str(model_dir), "rre_draw": RRE_DRAW}
+    if CALIBRATE:
+        options["variant"] = {"target_mbps": load_model(model_dir).mean_rate_bps() / 1e6}
+    kind = registry.make("background",
+                         registry.kind_class("background", "swing").Spec.model_validate(options))
+    kind.check()
+    kind.prepare(PrepareContext(base_dir=out, cache_dir=out / "cache", seed=seed))
+    return kind
 
 
 def run_swing(model_dir: Path, model: Any, out: Path, run_s: float, warmup_s: float = 0.0,
               seed: int = SEED) -> dict[str, Any]:
-    """Generate ``run_s`` seconds of Swing traffic through the dumbbell; capture it."""
+    """Generate ``run_s`` seconds of Swing traffic through the dumbbell; capture it.
+
+    The kind builds its generator on the topology's placement (sessions mapped onto
+    the emulated hosts by their access links) and :class:`~swell.experiments.session.Session`
+    drives it as ``swell run`` does (probed readiness, live counters, always stopped).
+    The one difference: the clients' hard stop is ``TAIL_S`` after the schedule's end
+    (``swell run`` stops them at it), so the window's end is not the generator's.
+    """
+    from dataclasses import replace
+
+    from swell.experiments.session import Session
     from swell.experiments.tcpsettings import set_tcp
-    from swell.generators.swing import load_records
+    from swell.generators.kind import RunContext
+    from swell.generators.swing import SwingGenerator, load_records
+    from swell.progress import Progress
+    from swell.topologies.placement import placement_of
     from swell.topologies.topology import Topology
 
+    kind = swing_background(model_dir, out, seed)
     spec = bench_spec(model_dir, model, seed)
     cap_dir = out / "capture"
     with Topology(spec, capture_dir=cap_dir) as topo:
@@ -235,23 +242,18 @@ def run_swing(model_dir: Path, model: Any, out: Path, run_s: float, warmup_s: fl
         if RMEM:  # caps every receiver's buffer, hence its advertised window
             for node in topo.layout.nodes:
                 topo.run_in(node, ["sysctl", "-q", "-w", f"net.ipv4.tcp_rmem={RMEM}"])
-        gen = swing_background(topo, model_dir, out, run_s, warmup_s, seed)
-        try:
-            gen.check()
-            gen.start_server()
-            gen.wait_ready(15)
-            t0_ns = time.time_ns()
-            gen.start_client()
-            while gen.running() and time.time_ns() - t0_ns < (run_s + 2.0) * 1e9:
-                gen.poll()
-                time.sleep(0.5)
-        finally:
-            gen.stop()
-        res = gen.collect()
+        built = kind.build(RunContext(out_dir=out / "background", placement=placement_of(topo),
+                                      seed=seed, duration_s=run_s, warmup_s=warmup_s))
+        assert isinstance(built, SwingGenerator)
+        gen = SwingGenerator(replace(built.cfg, duration_s=run_s + TAIL_S))
+        session = Session(gen, None)
+        with Progress(f"swing {out.name}", total=run_s + TAIL_S, unit="s") as prog:
+            session.run(0.0, run_s + TAIL_S, prog)
+        res = session.collect_background(0.0)
         links = {h.ip: h.link for h in topo.clients + topo.servers}
-    records = load_records(res.files["records"])
-    return {"t0_ns": t0_ns, "capture_dir": cap_dir, "records": records,
-            "schedule": out / "schedule.jsonl",
+    assert res is not None
+    return {"t0_ns": int(session.window().clients_started * 1e9), "capture_dir": cap_dir,
+            "records": load_records(res.files["records"]), "schedule": res.files["schedule"],
             "report": topo.report, "links": links}
 
 
