@@ -13,14 +13,19 @@ written atomically when its run finished) plus ``experiment.json`` and
                 series_mbps, series_bin_s, energy}},
                 foreground: {response_times_s, starts_s, httperf}, ...}, ...]}
 
-:func:`load_results` checks the format and version and groups the runs by
-their label (repetitions together) for the report.
+:func:`load_results` checks the format and version, then the structure of
+every field the report reads (:data:`RESULTS_SCHEMA`: types, lists of numbers,
+energy plots whose arrays agree), so a damaged or hand-edited file is one line
+(``damaged results file: runs[0].captures: not a list (a str)``, exit 2) and
+never a traceback halfway through a report; :func:`group_runs` groups the
+runs by their label (repetitions together) for the report.
 """
 
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +76,17 @@ def assemble_results(study: Path, wanted: dict[tuple[str, int], str] | None = No
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
-    """Read a results file (or a study directory) and check its version."""
+    """Read a results file (or a study directory) and check its version and structure."""
     path = Path(path)
     if path.is_dir():
         path = path / "results.json"
     input_file(path, "results")
-    data = _read_json(path)
+    return check_results(_read_json(path), path)
+
+
+def check_results(data: Any, path: str | Path) -> dict[str, Any]:
+    """``data`` read from the results file ``path``, checked (format, version, the
+    structure the report reads); a one-line :class:`SwellError` naming the file."""
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise SwellError(path, "not a swell results file")
     if data.get("version") != RESULTS_VERSION:
@@ -84,37 +94,106 @@ def load_results(path: str | Path) -> dict[str, Any]:
                                f"(this swell reads version {RESULTS_VERSION})")
     if not data.get("runs"):
         raise SwellError(path, "no finished runs in this results file")
-    if not isinstance(data["runs"], list):
-        raise SwellError(path, "damaged results file: 'runs' is not a list")
-    for i, run in enumerate(data["runs"]):
-        problem = _run_problem(run)
-        if problem:
-            raise SwellError(path, f"damaged or incomplete results file: run {i}: {problem}")
-    for key in ("experiment", "host"):
-        if not isinstance(data.get(key, {}), dict):
-            raise SwellError(path, f"damaged results file: {key!r} is not a mapping")
+    problem = results_problem(data)
+    if problem:
+        raise SwellError(path, f"damaged results file: {problem}")
     return data
 
 
-def _run_problem(run: Any) -> str | None:
-    """What a run entry lacks that the report needs (None when it is complete)."""
-    if not isinstance(run, dict):
-        return "not a mapping"
-    for key, typ in (("key", str), ("label", str), ("repetition", int), ("bottleneck", dict)):
-        if not isinstance(run.get(key), typ):
-            return f"{key!r} missing or not a {typ.__name__}"
-    for d in ("forward", "reverse"):
-        b = run["bottleneck"].get(d)
-        if not isinstance(b, dict):
-            return f"bottleneck.{d} missing"
-        if not isinstance(b.get("bg_mean_mbps"), (int, float)):
-            return f"bottleneck.{d}.bg_mean_mbps missing or not a number"
-        if not isinstance(b.get("series_mbps", []), list):
-            return f"bottleneck.{d}.series_mbps is not a list"
-    for key in ("foreground", "spec", "point"):
-        if run.get(key) is not None and not isinstance(run[key], dict):
-            return f"{key!r} is not a mapping"
+# -- the structure the report reads ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Opt:
+    """A field that may be absent; ``null`` too when ``null`` (read as ``x.get(k) or
+    {}``), not when read as ``x.get(k, default)``."""
+
+    spec: Any
+    null: bool = True
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list whose items all match ``item``."""
+
+    item: Any
+
+
+NUMBER = "number"  # int or float, not bool
+NUMBER_OR_NULL = "number or null"  # an array item read as float (null is NaN)
+ENERGY = {"octaves": ListOf(NUMBER), "n_coeffs": ListOf(NUMBER), "mu": ListOf(NUMBER_OR_NULL),
+          "y": ListOf(NUMBER_OR_NULL), "ci": ListOf(NUMBER_OR_NULL), "bin_s": NUMBER,
+          "vanishing_moments": NUMBER, "n_samples": NUMBER, "mean": NUMBER_OR_NULL}
+DIRECTION = {"bg_mean_mbps": NUMBER, "series_mbps": Opt(ListOf(NUMBER_OR_NULL), False),
+             "series_bin_s": Opt(NUMBER, False), "energy": Opt(ENERGY)}
+ROLE_SPEC = Opt({"kind": Opt(object)})
+RUN = {
+    "key": str, "label": str, "repetition": int,
+    "bottleneck": {"forward": DIRECTION, "reverse": DIRECTION},
+    "captures": Opt(ListOf({"dropped": Opt(NUMBER, False)}), False),
+    "foreground": Opt({"response_times_s": Opt(ListOf(NUMBER_OR_NULL), False),
+                       "bulk": Opt({"series_mbps": Opt(ListOf(NUMBER_OR_NULL)),
+                                    "interval_s": Opt(NUMBER, False)})}),
+    "spec": Opt({"background": ROLE_SPEC, "foreground": ROLE_SPEC}),
+    "point": Opt(dict), "problems": Opt(list), "warnings": Opt(list),
+    "generator": Opt({"summary": Opt(dict)}),
+}
+RESULTS_SCHEMA = {
+    "experiment": Opt({"plots": Opt(ListOf(str)), "baseline": Opt(str),
+                       "sweep": Opt({"background": Opt(list)})}, False),
+    "host": Opt({"git_revision": Opt(str)}, False),
+    "runs": ListOf(RUN),
+}
+
+
+def results_problem(data: Any) -> str | None:
+    """The first field of a results file (its ``runs`` non-empty) that the report could
+    not read, as ``where: what`` (``runs[0].captures: not a list (a str)``); None."""
+    return _problem(data, RESULTS_SCHEMA, "")
+
+
+def _what(value: Any) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def _problem(value: Any, spec: Any, where: str) -> str | None:
+    """Where ``value`` first departs from ``spec`` (see :data:`RESULTS_SCHEMA`)."""
+    if isinstance(spec, Opt):
+        return None if value is None and spec.null else _problem(value, spec.spec, where)
+    if spec is object:
+        return None
+    if spec in (NUMBER, NUMBER_OR_NULL):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok or (value is None and spec == NUMBER_OR_NULL):
+            return None
+        return f"{where}: not a number ({_what(value)})"
+    if isinstance(spec, type):
+        ok = isinstance(value, spec) and not (spec is int and isinstance(value, bool))
+        return None if ok else f"{where}: not a {_TYPE_NAMES[spec]} ({_what(value)})"
+    if isinstance(spec, ListOf):
+        if not isinstance(value, list):
+            return f"{where}: not a list ({_what(value)})"
+        for i, item in enumerate(value):
+            if problem := _problem(item, spec.item, f"{where}[{i}]"):
+                return problem
+        return None
+    if not isinstance(value, dict):
+        return f"{where}: not a mapping ({_what(value)})"
+    for key, sub in spec.items():
+        at = f"{where}.{key}" if where else key
+        if key not in value:
+            if not isinstance(sub, Opt):
+                return f"{at}: missing"
+            continue
+        if problem := _problem(value[key], sub, at):
+            return problem
+    if spec is ENERGY and len({len(value[k]) for k in ("octaves", "n_coeffs", "mu", "y",
+                                                         "ci")}) > 1:
+        return f"{where}: octaves, n_coeffs, mu, y and ci of different lengths"
     return None
+
+
+_TYPE_NAMES = {str: "string", int: "whole number", list: "list", dict: "mapping"}
 
 
 def group_runs(data: dict[str, Any]) -> OrderedDict[str, list[dict[str, Any]]]:
