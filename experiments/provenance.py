@@ -14,7 +14,10 @@ so a result can be judged and redone later from that file alone. Two parts:
   and each interface's offloads (``ethtool -k``: what is on).
 
 Everything is best effort and never fails a run: a tool that is missing or a
-command that fails is recorded as such (``"not installed"``, ``null``).
+command that fails is recorded as such (``"not installed"`` when dpkg says so,
+``"unknown"`` when it says nothing, ``null``). ``tests/unit/test_provenance.py``
+reads both parts back from ``host.json`` (the network state through a command
+runner that answers as a namespace would).
 """
 
 from __future__ import annotations
@@ -106,16 +109,23 @@ def native_hashes() -> dict[str, str | None]:
 
 
 def debian_versions() -> dict[str, str]:
-    """Installed Debian version of each tool package ("not installed" when absent)."""
-    out = {p: "not installed" for p in DEBIAN_TOOLS}
+    """Installed Debian version of each tool package, as dpkg answers: its version,
+    ``"not installed"`` (dpkg knows the package but it is not installed, or does not
+    know it), or ``"unknown"`` when dpkg's answer does not name the package."""
     proc = _run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n",
                  *DEBIAN_TOOLS])
     if proc is None:
         return {p: "unknown (no dpkg-query)" for p in DEBIAN_TOOLS}
+    out = dict.fromkeys(DEBIAN_TOOLS, "unknown")
     for line in proc.stdout.splitlines():
         parts = line.split("\t")
-        if len(parts) == 3 and parts[2] == "installed":
-            out[parts[0].split(":")[0]] = parts[1]
+        if len(parts) == 3:
+            out[parts[0].split(":")[0]] = parts[1] if parts[2] == "installed" \
+                else "not installed"
+    for line in proc.stderr.splitlines():  # "dpkg-query: no packages found matching X"
+        name = line.rpartition(" ")[2]
+        if "no packages found" in line and name in out:
+            out[name] = "not installed"
     return out
 
 
@@ -168,11 +178,18 @@ def _offloads(text: str) -> dict[str, bool]:
 
 def network_state(topo: Any) -> dict[str, Any]:
     """Per namespace of a running topology: qdiscs, sysctls and interface offloads."""
+    return namespace_state(topo.layout.nodes, topo.run_in)
+
+
+def namespace_state(nodes: Any, run_in: Callable[..., subprocess.CompletedProcess[str]]
+                    ) -> dict[str, Any]:
+    """:func:`network_state` for ``nodes``, each command run by ``run_in(node, argv,
+    check=False, timeout=10)`` (a topology's ``run_in``)."""
     state: dict[str, Any] = {}
-    for node in topo.layout.nodes:
+    for node in nodes:
         def run(argv: list[str], node: str = node) -> subprocess.CompletedProcess[str] | None:
             try:
-                return topo.run_in(node, argv, check=False, timeout=10)
+                return run_in(node, argv, check=False, timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 return None
 
