@@ -9,6 +9,12 @@ module holds those rules once, so a kind never builds ``f"{ip}:{port}"`` by
 hand (which is wrong for IPv6), and says how many header bytes a packet of
 each family carries (rates asked "at the IP level" count them).
 
+It also says which address ranges an emulated network may use
+(:func:`lab_range_problem`): private ones (RFC 1918, IPv6 unique local) and the
+documentation ranges (RFC 5737's three IPv4 /24s, RFC 3849's 2001:db8::/32),
+none of which is routed on the Internet, so a run can never send to or
+pretend to be a real host.
+
 Nothing here touches the network; it imports nothing from swell's stages.
 """
 
@@ -79,3 +85,24 @@ def require_ipv4(kind: str, addresses: list[str], reason: str) -> None:
     """A kind that cannot run over IPv6 says why, in one line, before it starts."""
     if any(is_v6(a) for a in addresses):
         raise SwellError(kind, f"cannot run over IPv6: {reason}")
+
+
+PRIVATE_V4 = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12",
+                                                      "192.168.0.0/16"))
+DOCUMENTATION_V4 = tuple(ipaddress.IPv4Network(n) for n in ("192.0.2.0/24", "198.51.100.0/24",
+                                                            "203.0.113.0/24"))  # RFC 5737
+UNIQUE_LOCAL_V6 = (ipaddress.IPv6Network("fc00::/7"),)
+DOCUMENTATION_V6 = (ipaddress.IPv6Network("2001:db8::/32"),)  # RFC 3849
+
+
+def lab_range_problem(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    """Why ``net`` may not hold an emulated network (None when it may): it must lie
+    inside a private or a documentation range of its family."""
+    if net.version == 4:
+        ok = any(net.subnet_of(r) for r in PRIVATE_V4 + DOCUMENTATION_V4)
+        return None if ok else (f"{net} is not inside a private range (10/8, 172.16/12, "
+                                "192.168/16) or a documentation range (192.0.2/24, "
+                                "198.51.100/24, 203.0.113/24)")
+    ok = any(net.subnet_of(r) for r in UNIQUE_LOCAL_V6 + DOCUMENTATION_V6)
+    return None if ok else (f"{net} is not inside the unique local range fc00::/7 or the "
+                            "documentation range 2001:db8::/32")

@@ -1,6 +1,7 @@
 """The address plan: every emulated host, namespace and transit link gets an address.
 
-The user's private range is cut in two halves: the first for the client side
+The user's range (private or documentation: :func:`swell.inet.lab_range_problem`,
+checked by the topology spec) is cut in two halves: the first for the client side
 (left of the bottleneck), the second for the server side (right). Inside each
 half:
 
@@ -11,7 +12,8 @@ half:
 * the last ``/30`` of the half is the transit link between that side's edge
   router and the core router (``edge`` = first usable, ``core`` = second).
 
-An IPv6 range (a unique local prefix, ``fd00:5e11::/48``) is cut the same
+An IPv6 range (a unique local prefix such as ``fd00:5e11::/48``, or one inside
+the documentation prefix ``2001:db8::/32``) is cut the same
 way, with the sizes IPv6 links conventionally have: every host namespace
 gets a ``/64`` (gateway ``::1``, hosts ``::2`` upwards) and the transit link
 is the last ``/64`` of its half (``::1`` edge, ``::2`` core). A plan is of one

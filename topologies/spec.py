@@ -55,6 +55,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from swell.errors import SwellError
+from swell.inet import lab_range_problem
 from swell.typed import StrictModel
 
 __all__ = [
@@ -232,21 +233,22 @@ class TopologySpec(StrictModel):
             net = ipaddress.IPv4Network(text, strict=True)
         except ValueError as exc:
             raise ValueError(f"not an IPv4 network: {exc}") from None
-        if not any(net.subnet_of(r) for r in PRIVATE_RANGES):
-            raise ValueError(f"{net} is not inside a private range (10/8, 172.16/12, 192.168/16)")
+        if problem := lab_range_problem(net):  # private or documentation ranges only
+            raise ValueError(problem)
         if net.prefixlen > 24:
             raise ValueError(f"{net} is too small: give at least a /24")
         return net
 
 
 def _ipv6_network(text: str) -> ipaddress.IPv6Network:
-    """An IPv6 ``network:``: a unique local prefix (fc00::/7) of at least a /60."""
+    """An IPv6 ``network:``: a unique local (fc00::/7) or documentation (2001:db8::/32)
+    prefix of at least a /60."""
     try:
         net = ipaddress.IPv6Network(text, strict=True)
     except ValueError as exc:
         raise ValueError(f"not an IPv6 network: {exc}") from None
-    if not any(net.subnet_of(r) for r in PRIVATE_RANGES_V6):
-        raise ValueError(f"{net} is not inside the unique local range fc00::/7")
+    if problem := lab_range_problem(net):  # unique local or documentation ranges only
+        raise ValueError(problem)
     if net.prefixlen > MAX_V6_PREFIXLEN:
         raise ValueError(f"{net} is too small: give at least a /{MAX_V6_PREFIXLEN}")
     return net

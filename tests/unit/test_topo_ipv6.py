@@ -51,7 +51,7 @@ def test_spec_takes_an_ipv6_unique_local_network():
 @pytest.mark.parametrize(
     ("network", "message"),
     [
-        ("2001:db8::/48", "not inside the unique local range fc00::/7"),
+        ("2001:4860::/48", "not inside the unique local range fc00::/7"),
         ("fd00:5e11::/64", "too small: give at least a /60"),
         ("fd00:5e11::1/48", "not an IPv6 network"),
         ("fd00:zz::/48", "not an IPv6 network"),
