@@ -116,6 +116,12 @@ def judge(gen: GenResult, window: Window, capacity_mbps: float | None
         stolen = [c.get("steal_ms", 0.0) for c in s["chirps"]]
         metrics["chirps_steal"] = sum(x > 0 for x in stolen)
         metrics["steal_ms"] = _r(sum(stolen))
+        held = [c for c in s["chirps"] if c.get("discarded", "").startswith(
+            "the sender was held up")]
+        metrics["chirps_held_out"] = len(held)
+        if 2 * len(held) > len(s["chirps"]):
+            problems.append(f"{len(held)} of {len(s['chirps'])} chirps discarded: their "
+                            "sender was held up more than max_breaks times (a busy host)")
     if not done:
         problems.append("no estimate finished in the measurement window")
     return metrics, problems

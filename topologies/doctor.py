@@ -10,7 +10,9 @@ Checks, each with a plain answer and how it was found:
 * offloads: the defaults a fresh veth pair gets (swell turns TSO/GSO/GRO off
   on every interface it creates; this shows what it is turning off).
 * tools on PATH: tc, tcpdump, ethtool, Mininet (``mnexec`` and the Python
-  module), D-ITG, httperf, apache2, tcpreplay, iperf3; and ``swell-link``.
+  module), D-ITG, httperf, apache2, tcpreplay, iperf3, ffmpeg, GStreamer, socat;
+  the real bandwidth estimators pathload and pathChirp (not packaged: a missing
+  one says where docs/bwest.md tells how to build it); and ``swell-link``.
 
 The probes the engine choice needs too (qdiscs, the native engine) live in
 :mod:`swell.topologies.probe`; the choice itself is
@@ -54,6 +56,8 @@ TOOLS = {
     "gstreamer (gst-launch-1.0)": "gst-launch-1.0",
     "socat": "socat",
 }
+# programs no Debian package has: built by hand from their public source
+HAND_BUILT = {"pathload_snd", "pathload_rcv", "pathchirp_snd", "pathchirp_rcv"}
 QDISCS = ("netem", "htb", "tbf", "bfifo")
 
 
@@ -97,6 +101,11 @@ def mininet_importable() -> bool:
     return True
 
 
+def tools_found() -> dict[str, str | None]:
+    """Each tool's label and where it was found on PATH (None: missing)."""
+    return {label: which(exe) for label, exe in TOOLS.items()}
+
+
 def diagnose() -> dict[str, Any]:
     qdiscs = {q: kernel_has_qdisc(q) for q in QDISCS}
     native_ok, why = native_engine_status()
@@ -112,7 +121,7 @@ def diagnose() -> dict[str, Any]:
         "tun": tun_available(),
         "af_packet": af_packet_available(),
         "veth_offload_defaults": veth_offload_defaults(),
-        "tools": {label: which(exe) for label, exe in TOOLS.items()},
+        "tools": tools_found(),
         "mininet_module": mininet_importable(),
         "native_engine": {"usable": native_ok, "why_not": why},
         "auto_engine": auto,
@@ -131,7 +140,9 @@ def render(report: dict[str, Any]) -> str:
         lines += [f"  {k}: {v}" for k, v in sorted(off.items())]
     lines.append("tools:")
     for label, path in report["tools"].items():
-        lines.append(f"  {label:18s} {path or 'MISSING'}")
+        missing = ("MISSING (not packaged: build it by hand, see docs/bwest.md)"
+                   if label in HAND_BUILT else "MISSING")
+        lines.append(f"  {label:18s} {path or missing}")
     lines.append(f"  {'mininet module':18s} {yes[report['mininet_module']]}")
     native = report["native_engine"]
     state = "built and usable" if native["usable"] else native["why_not"]

@@ -4,10 +4,10 @@
   both estimators within 10% of the capacity (run through ``swell run``; the
   truth comes from the bottleneck capture);
 * CBR UDP background at half the capacity: SLoPS within 10% of the truth on
-  every range; the chirp's mean over the run's usable chirps within 10% of the
-  truth up to 2 standard errors of that mean (with pathChirp's decrease factor
-  1.5 it read +39-48%, as through an ideal FIFO: swell.analysis.bwest_model,
-  docs/bwest.md; the default is F = 4);
+  every range; the chirp's smoothed estimates within 10% of the truth on
+  average, up to 2 standard errors of that mean, none 25% off (with pathChirp's
+  decrease factor 1.5 it read +39-48%, as through an ideal FIFO:
+  swell.analysis.bwest_model, docs/bwest.md; the default is F = 4);
 * a link shaped by an htb token bucket of the same rate (a dumbbell built here
   with ``tc``): the chirp estimator reads higher than on swell-link, because
   the bucket lets the chirp's first fast packets pass at line rate, where a
@@ -47,22 +47,29 @@ topology:
 background: {bg}
 sweep:
   foreground:
-    - {{kind: slops, max_mbps: {hi}, streams: 8, label: slops}}
-    - {{kind: chirp, max_mbps: {hi}, smooth: 8, chirps_per_s: 8, label: chirp}}
+{fgs}
 """
+FOREGROUNDS = {
+    "slops": "    - {{kind: slops, max_mbps: {hi}, streams: 8, label: slops}}",
+    "chirp": "    - {{kind: chirp, max_mbps: {hi}, smooth: 8, chirps_per_s: 8, label: chirp}}",
+}
 
 
-def _study_runs(tmp_path: Path, cap: float, bg: str, dur: int = 8) -> dict[str, dict]:
+def _study_runs(tmp_path: Path, cap: float, bg: str, dur: int = 8,
+                kinds: tuple[str, ...] = ("slops", "chirp")) -> dict[str, dict]:
     exp = tmp_path / "exp.yaml"
-    exp.write_text(EXP.format(cap=cap, bg=bg, hi=1.5 * cap, dur=dur))
+    fgs = "\n".join(FOREGROUNDS[k].format(hi=1.5 * cap) for k in kinds)
+    exp.write_text(EXP.format(cap=cap, bg=bg, dur=dur, fgs=fgs))
     study = tmp_path / "study"
     assert swell_main(["run", str(exp), "-o", str(study)]) == 0
     runs = json.loads((study / "results.json").read_text())["runs"]
     return {r["label"]: r for r in runs}
 
 
-def _study(tmp_path: Path, cap: float, bg: str, dur: int = 8) -> dict[str, dict]:
-    return {label: r["foreground"] for label, r in _study_runs(tmp_path, cap, bg, dur).items()}
+def _study(tmp_path: Path, cap: float, bg: str, dur: int = 8,
+           kinds: tuple[str, ...] = ("slops", "chirp")) -> dict[str, dict]:
+    return {label: r["foreground"]
+            for label, r in _study_runs(tmp_path, cap, bg, dur, kinds).items()}
 
 
 def _ok(fg: dict) -> list[dict]:
@@ -74,12 +81,13 @@ def test_idle_link_reads_its_capacity(tmp_path: Path, monkeypatch, cap: int) -> 
     """Each estimator's reading (the run's mean) within 10% of the capacity, every
     estimate within 20%, and at most one estimate outside 10%.
 
-    A run whose link engine said it was held up (experiments/emulation.py: over 1% of
-    its frames 50 us or more late; the receivers' stamps then carry the host's
-    disturbance as queueing) is an expected failure with that reason, not a pass: CI
-    once read chirp estimates of 34.7-42.5 on 50 for the last 5 s of a run whose
-    bottleneck capture (the engine's scheduled departures) reads 49-55 per chirp
-    throughout, before the engine counted its lateness (docs/bwest.md, "open")."""
+    A miss in a run whose link engine said it was held up (experiments/emulation.py:
+    over 1% of its frames 50 us or more late; the receivers' stamps then carry the
+    host's disturbance as queueing) is an expected failure with that reason, not a
+    pass, but only when the estimator's sender was not real-time: a SCHED_FIFO sender
+    competes with the engine itself (SLoPS's gave 0.9% at rest when it was the
+    default), so its own lateness must not excuse it. The estimators' default
+    senders alone stay well under 1% (docs/bwest.md, "Accuracy tests")."""
     monkeypatch.setenv("SWELL_QUIET", "1")
     runs = _study_runs(tmp_path, cap, "{kind: none}")
     excused = []
@@ -100,7 +108,8 @@ def test_idle_link_reads_its_capacity(tmp_path: Path, monkeypatch, cap: int) -> 
         off = np.abs(est - cap)
         missed = (abs(est.mean() - cap) > 0.10 * cap or bool(np.any(off > 0.20 * cap))
                   or int(np.sum(off > 0.10 * cap)) > 1)
-        held = [w for w in run["warnings"] if w.startswith("the link engine sent")]
+        held = [w for w in run["warnings"] if w.startswith("the link engine sent")
+                and not run["spec"]["foreground"]["realtime"]]
         # every chirp's own reading (s into the window, Mbit/s; None: discarded) in the
         # message, so that a failure in CI shows where the low ones fell
         assert not missed or held, (label, est.round(1).tolist(), late, fg.get("chirps"))
@@ -129,36 +138,33 @@ def cbr_half(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
 
 def test_chirp_under_cbr_within_ten_percent_of_truth(cbr_half) -> None:
     """The issue's criterion for the chirp estimator under CBR at half the capacity,
-    judged on the run's mean over its N usable chirps, the quantity the method
-    estimates (a smoothed estimate is a mean of 8 of them). One run is a sample, so the
-    mean may sit outside 10% of the truth by at most 2 standard errors (its chirp sd
-    over sqrt(N)): a one-sided test at about 2%, not a wider band.
+    judged on what the estimator reports: its smoothed estimates (each the mean of 8
+    usable chirps), each against the truth over its own span. One run is a sample, so
+    the run's reading (the mean of its estimates' errors) may sit outside 10% by at
+    most 2 standard errors of that mean (their sd over sqrt(n)): a one-sided test at
+    about 2%, not a wider band. The allowance must stay under 20% (a run with too few
+    or too scattered estimates to tell fails), and no single estimate may be 25% off.
 
-    With pathChirp's decrease factor F = 1.5 the method reads +39-48% here (as it does
-    through an ideal FIFO: swell.analysis.bwest_model, docs/bwest.md); the default F =
-    4 read run means of +5.6% (12 usable chirps, sd 5.1 Mbit/s), +8.4% (34, sd 4.1),
-    +3.5% (25, sd 3.7), +11.2% (19, sd 4.3; passed on its 2 standard errors) and +7.0%
-    (23, sd 3.3) on 2026-11-24, under flock: +7.1% on average. Since chirps whose
-    sender was held up are read at their actual send gaps (analysis.bwest.chirp_reading)
-    a run keeps most of its chirps: +7.3% (74 of 80, sd 3.6). The test fails an
-    estimator that reads the capacity or F = 1.5's +40%: it also requires the
-    allowance to stay under 30% of the truth, so a run with too few usable chirps to
-    tell fails too."""
+    It fails pathChirp's decrease factor F = 1.5, which reads +39-48% here as through
+    an ideal FIFO (swell.analysis.bwest_model), and a run whose chirps were read while
+    the host held their sender up again and again (CI, 2026-11-28: chirps held 4-11
+    times each read +91% on average; such chirps are now discarded, ``max_breaks``).
+    Measured: docs/bwest.md, "Accuracy tests"."""
     _, fgs = cbr_half
     fg = fgs["chirp"]
-    chirps = np.array([c[1] for c in fg["chirps"] if c[1] is not None], float)
-    chirps = chirps[np.isfinite(chirps)]
-    n = chirps.size
-    truth = float(np.mean(fg["estimate_truth_mbps"]))
-    mean = float(np.mean(chirps))
-    se = float(np.std(chirps, ddof=1) / np.sqrt(n))
-    print(f"chirp under CBR: {mean:.1f} over {n} usable chirps of {len(fg['chirps'])} "
-          f"(sd {np.std(chirps, ddof=1):.1f}, standard error {se:.2f}) against a truth of "
-          f"{truth:.1f} ({100 * (mean / truth - 1):+.1f}%); estimates:",
-          [(round(e["estimate_mbps"], 1), round(e["error_pct"], 1)) for e in _ok(fg)])
-    allowance = 0.1 * truth + 2 * se
-    assert allowance < 0.3 * truth, ("too few usable chirps to judge", n, se)
-    assert abs(mean - truth) <= allowance, (mean, truth, se, n)
+    ok = _ok(fg)
+    err = np.array([e["error_pct"] for e in ok], float)
+    usable = sum(c[1] is not None for c in fg["chirps"])
+    print(f"chirp under CBR: {err.size} estimates, errors {np.round(err, 1).tolist()} "
+          f"(mean {err.mean():+.1f}%); {usable} usable chirps of {len(fg['chirps'])}, "
+          f"{fg.get('chirps_held_out')} held up too often; estimates:",
+          [(round(e["estimate_mbps"], 1), e["truth_mbps"]) for e in ok])
+    assert err.size >= 3, ("too few estimates to judge", fg.get("problems"))
+    se = float(np.std(err, ddof=1) / np.sqrt(err.size))
+    allowance = 10 + 2 * se
+    assert allowance < 20, ("too scattered to judge", err.round(1).tolist())
+    assert abs(err.mean()) <= allowance, (err.mean(), allowance, err.round(1).tolist())
+    assert np.all(np.abs(err) <= 25), err.round(1).tolist()
 
 
 def test_slops_under_cbr_within_ten_percent_of_truth(cbr_half) -> None:
@@ -187,11 +193,12 @@ def _dumbbell(netns) -> tuple[str, str, str]:
     return s, r, c
 
 
-def _probe(ends: tuple[str, str], loop: SlopsLoop | ChirpLoop, seconds: float) -> list[dict]:
+def _probe(ends: tuple[str, str], loop: SlopsLoop | ChirpLoop, seconds: float, out: Path
+           ) -> list[dict]:
     gen = ProbeGenerator("probe", loop,
                          Endpoint("10.84.1.1", Netns(ends[0]), "s"),
                          Endpoint("10.84.2.1", Netns(ends[1]), "c"),
-                         9876, 0.3, Path("/nonexistent/foreground"))
+                         9876, 0.3, out / "foreground")
     gen.check()
     try:
         gen.start_server()
@@ -203,7 +210,7 @@ def _probe(ends: tuple[str, str], loop: SlopsLoop | ChirpLoop, seconds: float) -
     return gen.collect().summary["estimates"]
 
 
-def _chirp_on(nss, ends: tuple[str, str], router: str, cap: float, htb: bool,
+def _chirp_on(nss, ends: tuple[str, str], router: str, cap: float, htb: bool, out: Path,
               seconds: float = 4.0) -> float:
     """Mean chirp estimate from s to c through the router r (htb, or a plain route)."""
     if htb:
@@ -213,7 +220,8 @@ def _chirp_on(nss, ends: tuple[str, str], router: str, cap: float, htb: bool,
                 "htb", "rate", f"{cap:g}mbit")
     spec = ChirpSpec(kind="chirp", smooth=4, chirps_per_s=10)
     loop = ChirpLoop(spec, 0.1 * cap * 1e6, 1.5 * cap * 1e6, 1)
-    values = [e["estimate_mbps"] for e in _probe(ends, loop, seconds) if not e["timeout"]]
+    values = [e["estimate_mbps"] for e in _probe(ends, loop, seconds, out)
+              if not e["timeout"]]
     assert values
     return float(np.mean(values))
 
@@ -224,14 +232,14 @@ def test_chirp_reads_higher_on_htb_than_on_swell_link(tmp_path: Path, monkeypatc
     monkeypatch.setenv("SWELL_QUIET", "1")
     cap = 50
     s, r, c = _dumbbell(netns)
-    on_htb = _chirp_on(netns, (s, c), r, cap, htb=True)
-    fg = _study(tmp_path, cap, "{kind: none}", dur=5)["chirp"]
+    on_htb = _chirp_on(netns, (s, c), r, cap, htb=True, out=tmp_path / "htb")
+    fg = _study(tmp_path, cap, "{kind: none}", dur=5, kinds=("chirp",))["chirp"]
     on_link = float(np.mean([e["estimate_mbps"] for e in _ok(fg)]))
     print(f"chirp at {cap} Mbit/s: htb {on_htb:.1f}, swell-link {on_link:.1f}")
     assert on_htb > on_link * 1.1
 
 
-def test_a_search_that_cannot_converge_is_a_timeout(netns) -> None:
+def test_a_search_that_cannot_converge_is_a_timeout(tmp_path: Path, netns) -> None:
     """A search not done in its time is a timeout with its range so far, no crash.
 
     The time limit (10 ms) is shorter than one fleet (3 streams, each followed by 10 ms
@@ -246,7 +254,7 @@ def test_a_search_that_cannot_converge_is_a_timeout(netns) -> None:
               "rate", "20mbit")
     spec = SlopsSpec(kind="slops", timeout_s=0.01, resolution_mbps=0.001, streams=3,
                      packets=16)
-    found = _probe((s, c), SlopsLoop(spec, 1e6, 40e6), 1.5)
+    found = _probe((s, c), SlopsLoop(spec, 1e6, 40e6), 1.5, tmp_path)
     assert found and all(e["timeout"] for e in found), found
     assert all(len(e["fleets"]) == 1 for e in found), found
     assert all(1 <= e["low_mbps"] <= e["high_mbps"] <= 40 for e in found)

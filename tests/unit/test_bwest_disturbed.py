@@ -101,3 +101,30 @@ def test_disturbed_chirps_under_cbr_at_half_read_as_undisturbed_ones() -> None:
     assert abs(np.mean(held[ok]) / np.mean(base) - 1) < 0.03
     loose = fifo_chirp_estimates(50e6, 25e6, 1428, 300, decrease=4, holds=1, min_span=1.0)
     assert np.mean(loose) / np.mean(base) - 1 > 0.03
+
+
+def test_a_chirp_held_more_than_max_breaks_times_is_discarded_with_its_reason() -> None:
+    """The prober's reading of one chirp (generators.bwest.chirp_value): one hold below
+    the crossing keeps the chirp, a second one discards it (``max_breaks`` 1) with the
+    count in the reason, as do a loss and hypervisor steal; ``max_breaks`` 2 keeps it."""
+    from swell.generators.bwest import ChirpSpec, chirp_value
+
+    cap = 50e6
+    tx0 = _chirp(cap)
+    rates = 8000 / (np.diff(tx0) * 1e-9)
+    k = int(np.flatnonzero(rates < cap / 4)[-1])  # holds well below the crossing
+    one = _chirp(cap, k + 1)
+    two = one.copy()
+    two[k - 2:] += 2_000_000
+    spec = ChirpSpec()
+    v1, b1, why1 = chirp_value(spec, one.size, one.size, one, _serialise(one, cap))
+    assert b1 == 1 and why1 == "" and abs(v1 / cap - 1) < 0.06
+    v2, b2, why2 = chirp_value(spec, two.size, two.size, two, _serialise(two, cap))
+    assert math.isnan(v2) and b2 == 2 and why2 == "the sender was held up 2 times mid-chirp " \
+        "(max_breaks 1)"
+    loose, _, why = chirp_value(ChirpSpec(max_breaks=2), two.size, two.size, two,
+                                _serialise(two, cap))
+    assert why == "" and abs(loose / cap - 1) < 0.06
+    assert chirp_value(spec, one.size - 1, one.size, one[1:], _serialise(one, cap)[1:])[2] \
+        == "loss"
+    assert "steal" in chirp_value(spec, one.size, one.size, one, _serialise(one, cap), 10**7)[2]
