@@ -115,8 +115,8 @@ class ChirpSpec(ProbeSpec):
                             "when the part after the hold that holds the crossing starts "
                             "this factor below it (docs/bwest.md)")
     max_breaks: int = Field(1, ge=0, description="a chirp whose sender was held up more "
-                            "often than this mid-chirp is discarded (held twice or more, "
-                            "chirps read 12-30% off: docs/bwest.md)")
+                            "often than this mid-chirp is discarded (on this host chirps "
+                            "held twice or more read -27% to +46% off: docs/bwest.md)")
 
 
 class PathloadSpec(EstimatorSpec):
@@ -366,10 +366,10 @@ def chirp_value(s: ChirpSpec, received: int, sent: int, tx: np.ndarray, rx: np.n
     starts to build (``min_span``). One held more than ``max_breaks`` times is
     discarded: through an ideal FIFO such chirps read as well as undisturbed ones,
     but on this host a sender held twice in a chirp's ~20 ms marks a host busy
-    enough to disturb the other stamps too (chirps held twice or more read 12-30%
-    off, docs/bwest.md). So is one during which the hypervisor held this
-    machine's CPUs (steal): the hold lands in the stamps as a delay no queue
-    caused."""
+    enough to disturb the other stamps too (in 11 test runs, chirps held twice or
+    more read -27% to +46% off the run's unheld ones, those held once -9% to +2%:
+    docs/bwest.md). So is one during which the hypervisor held this machine's CPUs
+    (steal): the hold lands in the stamps as a delay no queue caused."""
     if received != sent:
         return math.nan, 0, "loss"
     if stolen_ns > 0:
