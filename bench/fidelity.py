@@ -176,8 +176,8 @@ def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
 
     An application whose connections never carried a byte (e.g. alexa-app's
     ``http-alt-tcp``: five SYN-only or one-way attempts) has no request/response
-    samples; ``build_schedule`` refuses such a model as a whole, so it is left out
-    here and listed in the table.
+    samples; ``build_schedule`` leaves it out (as the Swing kind's runs do), and the
+    table lists it; the offered-load spread draws from these.
     """
     from swell.generators.schedule import apps_for_draw, load_app_samples
 
