@@ -134,8 +134,8 @@ def fig10_table(data: dict[str, Any], path: Path = FIG10) -> str:
             _reps(runs, lambda r: r["foreground"]["late_frames"]) + f" of {fg0['frames']}",
             _reps(runs, lambda r: r["foreground"]["stall_s"], "{:.2f}"),
             _reps(runs, lambda r: _late_at(r["foreground"], 0.0)),
-            _reps(runs, lambda r: r["foreground"]["seconds_below_rate"])
-            + f" of {fg0['seconds']}"]))
+            _reps(runs, lambda r: f"{r['foreground']['seconds_below_rate']} of "
+                                  f"{r['foreground']['seconds']}")]))
     return "\n".join(lines)
 
 
@@ -156,8 +156,8 @@ def fig11_table(data: dict[str, Any], path: Path = FIG11) -> str:
             f"{max(r['foreground']['longest_stall_s'] for r in runs):.2f}",
             f"{_mean(runs, lambda r: _late_at(r['foreground'], 0.0)):.0f} / "
             f"{_mean(runs, lambda r: _late_at(r['foreground'], 10.0)):.0f}",
-            _reps(runs, lambda r: r["foreground"]["seconds_below_rate"])
-            + f" of {fg0['seconds']}"]))
+            _reps(runs, lambda r: f"{r['foreground']['seconds_below_rate']} of "
+                                  f"{r['foreground']['seconds']}")]))
     return "\n".join(lines)
 
 

@@ -25,7 +25,7 @@ def _generated() -> list[str]:
                          cwd=REPO, timeout=60)
     assert res.returncode == 0, f"{SCRIPT}: {res.stderr.strip()}"
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith(("|", "From `"))]
-    assert sum(ln.startswith("| ") and "---" not in ln for ln in lines) == 2 + 6 + 4, lines
+    assert sum(ln.startswith("| ") and "---" not in ln for ln in lines) == 2 + 12 + 8, lines
     return lines
 
 
