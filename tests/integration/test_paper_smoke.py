@@ -39,9 +39,11 @@ PICK: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # than a smoke run's window (CI once measured none)
     "fig08_capacity": ({"topology.bottleneck.rate_mbps": 10, "background": "Auck"}, {}),
     "fig09_bursty": ({"background": "Mawi2HB"}, {}),
-    "fig10_video": ({"topology.bottleneck.rate_mbps": 3.5, "background": "Auck"},
+    "fig10_video": ({"topology.bottleneck.rate_mbps": 3.5, "background": "Auck",
+                     "foreground.transport": "tcp"},
                     {"duration_s": 4}),
-    "fig11_video_buffering": ({"foreground.buffer_s": 0, "background": "AuckHB"},
+    "fig11_video_buffering": ({"foreground.buffer_s": 0, "background": "AuckHB",
+                               "foreground.transport": "rtp"},
                               {"duration_s": 4}),
     # SLoPS: a few ranges in seconds; the chirp needs 11 usable chirps, which a busy
     # host spoils in short runs (docs/bwest.md)
