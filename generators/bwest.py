@@ -53,6 +53,7 @@ from swell.steal import steal_ns
 
 UDP_IP_OVERHEAD = 28  # IPv4 + UDP headers: the link engine's rate counts IP bytes
 RT_PRIORITY = 5  # swell-probe's sender under SCHED_FIFO: below swell-link's 10
+RT_SPIN_US = 50  # a real-time sender sleeps until this long before each departure
 
 
 class EstimatorSpec(KindSpec):
@@ -74,6 +75,10 @@ class ProbeSpec(EstimatorSpec):
                            "the link engine: never descheduled mid-train, but on a 2-core host "
                            "it starves the background's generators during its trains, and "
                            "the estimators then read an emptier link (docs/bwest.md)")
+    spin_us: int | None = Field(None, ge=0, le=10_000, description="the sender sleeps until "
+                                "this long before each departure and busy-polls the rest "
+                                f"(default: 300 us, {RT_SPIN_US} us with realtime, which "
+                                "leaves the core to the background between departures)")
 
 
 class SlopsSpec(ProbeSpec):
@@ -441,6 +446,15 @@ class ChirpLoop:
                 stop.wait(left)
 
 
+def sender_options(rt_priority: int | None, spin_us: int | None) -> list[str]:
+    """swell-probe send's scheduling options: a real-time sender spins only the last
+    RT_SPIN_US before each departure unless told otherwise; an ordinary one keeps the
+    program's default (300 us) unless told otherwise."""
+    opts = ["--rt-priority", str(rt_priority)] if rt_priority else []
+    spin = spin_us if spin_us is not None else RT_SPIN_US if rt_priority else None
+    return opts + (["--spin-us", str(spin)] if spin is not None else [])
+
+
 class ProbeGenerator(Generator):
     """swell-probe's receiver on the client, its sender on the server, a loop between."""
 
@@ -448,9 +462,10 @@ class ProbeGenerator(Generator):
 
     def __init__(self, kind: str, loop: SlopsLoop | ChirpLoop, server: Endpoint,
                  client: Endpoint, port: int, settle_s: float, out: Path,
-                 rt_priority: int | None = None) -> None:
+                 rt_priority: int | None = None, spin_us: int | None = None) -> None:
         super().__init__()
         self.rt_priority = rt_priority
+        self.spin_us = spin_us
         self.kind, self.loop = kind, loop
         self.server, self.client, self.port = server, client, port
         self.settle_s = settle_s
@@ -470,10 +485,11 @@ class ProbeGenerator(Generator):
         recv = self.spawn("swell-probe recv", self.client.place,
                           [exe, "recv", "--bind", f"{self.client.ip}:{self.port}"])
         recv.wait_line(lambda s: s == "ready", 10.0)
-        rt = ["--rt-priority", str(self.rt_priority)] if self.rt_priority else []
         self.sender = Sender(self.server.place, [exe, "send", "--dst",
                                                  f"{self.client.ip}:{self.port}",
-                                                 "--src", self.server.ip, *rt])
+                                                 "--src", self.server.ip,
+                                                 *sender_options(self.rt_priority,
+                                                                 self.spin_us)])
         self.sender.ask("", lambda s: s == "ready", 10.0)
         self.prober = Prober(self.sender, recv, self.settle_s)
 
@@ -590,7 +606,7 @@ class SlopsKind(EstimatorKind):
         loop = SlopsLoop(self.spec, lo, hi, cap * 1e6 if cap else None)
         return ProbeGenerator(self.name, loop, server, client, self.spec.port,
                               self.settle_s(ctx, server, client), ctx.out_dir,
-                              RT_PRIORITY if self.spec.realtime else None)
+                              RT_PRIORITY if self.spec.realtime else None, self.spec.spin_us)
 
 
 class ChirpKind(EstimatorKind):
@@ -606,7 +622,7 @@ class ChirpKind(EstimatorKind):
         lo, hi = rate_range(self.spec, ctx.placement.path, 1.5)
         return ProbeGenerator(self.name, ChirpLoop(self.spec, lo, hi, ctx.seed), server, client,
                               self.spec.port, self.settle_s(ctx, server, client), ctx.out_dir,
-                              RT_PRIORITY if self.spec.realtime else None)
+                              RT_PRIORITY if self.spec.realtime else None, self.spec.spin_us)
 
 
 UNPACKAGED = "build it from its public source, see docs/bwest.md"

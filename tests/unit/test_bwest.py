@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import subprocess
 
 import numpy as np
 import pytest
@@ -11,7 +12,8 @@ from swell.analysis import bwest as est
 from swell.errors import EnvironmentProblem, SwellError
 from swell.experiments.schema import load_experiment
 from swell.generators import bwest_tools as tools
-from swell.generators.bwest import PathloadKind, SlopsSpec, check_range
+from swell.generators.bwest import RT_SPIN_US, PathloadKind, SlopsSpec, check_range, sender_options
+from swell.native import native_artifact
 from swell.placement import PathFacts
 
 
@@ -221,3 +223,17 @@ def test_the_fifo_model_reads_an_idle_link_and_overestimates_under_large_cbr() -
     assert f == 4
     assert abs(np.mean(fifo_chirp_estimates(50e6, 0.0, 1428, 40, decrease=f)) / 50e6 - 1) < 0.03
     assert abs(np.mean(fifo_chirp_estimates(50e6, 25e6, 1428, 200, decrease=f)) / 25e6 - 1) < 0.1
+
+
+def test_sender_options_reach_swell_probe() -> None:
+    """A real-time sender spins 50 us unless told, an ordinary one keeps the program's
+    default; swell-probe send accepts what is passed (it exits 2 on an unknown or bad
+    option)."""
+    assert sender_options(None, None) == []
+    assert sender_options(5, None) == ["--rt-priority", "5", "--spin-us", str(RT_SPIN_US)]
+    assert sender_options(None, 120) == ["--spin-us", "120"]
+    exe = str(native_artifact("swell-probe"))
+    done = subprocess.run([exe, "send", "--dst", "127.0.0.1:9", "--src", "127.0.0.1",
+                           *sender_options(None, 120)], input="quit\n", text=True,
+                          capture_output=True, timeout=10)
+    assert done.returncode == 0 and "ready" in done.stdout, done.stderr
