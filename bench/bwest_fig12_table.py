@@ -66,8 +66,8 @@ def main(path: str) -> None:
         print(f"\n{fgl}:\n")
         if chirp:
             print("| background | asked | delivered | truth | estimate | error % (n) | "
-                  "usable chirps | single-chirp error % (n) | held |")
-            print("|---|---|---|---|---|---|---|---|---|")
+                  "usable chirps | single-chirp error % (n) | held | held out |")
+            print("|---|---|---|---|---|---|---|---|---|---|")
         else:
             print("| background | asked | delivered | truth | low | high | midpoint | "
                   "error % (n) | low / high error % |")
@@ -90,8 +90,10 @@ def main(path: str) -> None:
                 es = [e for x in f for e in x.get("estimates", []) if "held_chirps" in e]
                 held = (f"{sum(e['held_chirps'] for e in es)}/{sum(e['chirps'] for e in es)}"
                         if es else "-")
+                out = [x["chirps_held_out"] for x in f if "chirps_held_out" in x]
+                held_out = str(sum(out)) if out else "-"
                 print(f"{head} {est} | {err} | {sum(c[1] is not None for c in ch)}/{len(ch)} "
-                      f"| {single} ({sum(len(e) for e in per_run)}) | {held} |")
+                      f"| {single} ({sum(len(e) for e in per_run)}) | {held} | {held_out} |")
             else:
                 lo = _ms([_mean(x, "low_mbps") for x in f])
                 hi = _ms([_mean(x, "high_mbps") for x in f])
