@@ -3,7 +3,7 @@
 Manual, root, on a kernel with sch_netem. On this machine (no sch_netem) it runs
 in the VM layer's guest::
 
-    SWELL_VM_RUN_S=1800 scripts/vmtest.sh --exec \
+    SWELL_VM_BUDGET_S=1800 scripts/vmtest.sh --exec \
         "python bench/bench_engines.py --out out/bench-engines"
 
 The same topology spec goes to both engines (``Topology(spec, engine=...)``),
