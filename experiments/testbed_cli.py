@@ -3,9 +3,12 @@
 * ``swell testbed render EXPERIMENT.yaml --hosts HOSTS.yml -o DIR``: the
   Ansible inventory, host variables and ``ansible.cfg`` of one run
   (:mod:`swell.experiments.testbed_run`);
-* ``swell testbed host up|run|captures|stop|down|facts``: what the playbooks
-  run on each machine (:mod:`swell.topologies.testbed_host`; ``run``, one
-  machine's part of the traffic: :mod:`swell.topologies.testbed_exec`).
+* ``swell testbed hosts-from-manifest MANIFEST.xml --router NODE``: a hosts
+  file from an Emulab/CloudLab allocation (:mod:`swell.topologies.testbed_manifest`);
+* ``swell testbed host plan|engine|up|run|captures|stop|down|facts``: what the
+  playbooks run on each machine (:mod:`swell.topologies.testbed_host`; ``plan``,
+  the layout commands still to run there: :mod:`swell.topologies.testbed_steps`;
+  ``run``, one machine's part of the traffic: :mod:`swell.topologies.testbed_exec`).
 
 Runnable on its own (``python -m swell.experiments.testbed_cli``) before it is
 listed in :data:`swell.cli.COMMAND_MODULES`.
@@ -33,21 +36,51 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_manifest(args: argparse.Namespace) -> int:
+    import yaml
+
+    from swell.fsutil import write_text
+    from swell.topologies.testbed import HostsFile
+    from swell.topologies.testbed_manifest import hosts_from_manifest
+
+    roles = {}
+    for given in args.role or []:
+        node, sep, role = given.partition("=")
+        if not sep:
+            raise SwellError("--role", f"give NODE=ROLE, not {given!r}")
+        roles[node] = role
+    data = hosts_from_manifest(args.manifest, args.router, roles, args.user)
+    HostsFile.model_validate(data)  # what swell will read back
+    text = yaml.safe_dump(data, sort_keys=False)
+    if args.output:
+        write_text(args.output, text)
+        for m in data["machines"]:
+            print(f"{m['name']}: {m['role']} at {m['address']} (its {m['iface']}, the router's "
+                  f"{m['router_iface']})")
+    else:
+        print(text, end="")
+    return 0
+
+
 def _cmd_host(args: argparse.Namespace) -> int:
     from swell.topologies import testbed_host
 
     if args.action == "facts":
         print(json.dumps(testbed_host.facts()))
         return 0
-    if args.action == "up":
+    if args.action in ("plan", "engine", "up"):
         if not args.target:
-            raise SwellError("testbed host up", "give the host.json file")
+            raise SwellError(f"testbed host {args.action}", "give the host.json file")
         try:
             v = json.loads(Path(args.target).read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise SwellError(args.target, f"cannot read: {exc}") from None
-        testbed_host.host_up(v)
-        print(f"{v['kind']} up ({v['prefix']})")
+        if args.action == "plan":
+            print(json.dumps(testbed_host.host_plan(v)))
+        elif args.action == "engine":
+            print(testbed_host.host_engine(v))
+        else:
+            print(f"{v['kind']} up ({v['prefix']}): {testbed_host.host_up(v)}")
         return 0
     if args.action == "run":
         from swell.topologies.testbed_exec import run_jobs
@@ -86,10 +119,24 @@ def register(sub: Any) -> None:
     r.add_argument("--full", action="store_true", help="apply the file's full: block")
     r.add_argument("--prefix", help="run prefix (default: a fresh swl<hex>)")
     r.set_defaults(func=_cmd_render)
+    mf = tsub.add_parser("hosts-from-manifest", help="a hosts file from an Emulab/CloudLab "
+                         "manifest", description="Write the hosts file of a dumbbell allocated "
+                         "on Emulab or CloudLab from its manifest RSpec (geni-get manifest): "
+                         "the router node, every node linked to it as a machine, interfaces "
+                         "by MAC address (see docs/testbed.md).")
+    mf.add_argument("manifest", help="the manifest RSpec (XML)")
+    mf.add_argument("--router", required=True, help="the router node's client_id")
+    mf.add_argument("--role", action="append", metavar="NODE=ROLE",
+                    help="a node's role (bg_clients, bg_servers, fg_clients, fg_servers); "
+                    "others take the roles still missing, in manifest order")
+    mf.add_argument("--user", help="ssh user (default: the manifest's login, with sudo)")
+    mf.add_argument("-o", "--output", help="file to write (default: standard output)")
+    mf.set_defaults(func=_cmd_manifest)
     h = tsub.add_parser("host", help="one machine's step (run by the playbooks)")
-    h.add_argument("action", choices=["up", "run", "captures", "stop", "down", "facts"])
-    h.add_argument("target", nargs="?", help="up: host.json; run, captures, stop, down: the "
-                   "state directory")
+    h.add_argument("action", choices=["plan", "engine", "up", "run", "captures", "stop", "down",
+                                      "facts"])
+    h.add_argument("target", nargs="?", help="plan, engine, up: host.json; run, captures, "
+                   "stop, down: the state directory")
     h.add_argument("--prefix", help="captures, stop, down: the run prefix")
     h.set_defaults(func=_cmd_host)
 

@@ -179,12 +179,13 @@ def playbook(name: str, testbed_dir: str | Path, extra: dict[str, Any] | None = 
     return report
 
 
-def task_output(report: dict[str, Any], task: str) -> dict[str, str]:
-    """Every host's stdout of the task named ``task`` in a playbook's report."""
+def task_output(report: dict[str, Any], task: str, key: str = "stdout") -> dict[str, str]:
+    """Every host's ``key`` (stdout; ``msg`` for a debug task) of the task named ``task``
+    in a playbook's report."""
     out: dict[str, str] = {}
     for play in report.get("plays", []):
         for t in play.get("tasks", []):
             name = str(t.get("task", {}).get("name", ""))
             if name == task or name.endswith(f" : {task}"):  # a role's: "role : name"
-                out.update({h: str(r.get("stdout", "")) for h, r in t["hosts"].items()})
+                out.update({h: str(r.get(key, "")) for h, r in t["hosts"].items()})
     return out

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import struct
 import sys
@@ -88,7 +89,7 @@ from swell.topologies.testbed import (
 from swell.topologies.testbed_files import MachineFiles, machine_roots
 
 FACTS_TASK = "Record this machine's facts (swell testbed host facts)"
-START_LEAD_S = 4.0  # from the start signal's writing to the run's start
+START_LEAD_S = 4.0  # the least lead of the start time (run.yml: 2 x the measured delivery + 1 s)
 LATE_S = 1.0  # a machine that started its clients later than this is a problem
 # the router's bottleneck captures are kept over the run's span, as a local run's: from
 # just before the start signal (the last readiness probes) to just after the end
@@ -220,15 +221,45 @@ def cut_capture(src: Path, dst: Path, start: float, end: float) -> int:
     return kept
 
 
-def start_and_lateness(statuses: dict[str, Any]) -> tuple[float, dict[str, float]]:
-    """The run's start time (the same on every machine) and each machine's latest client
-    start after its due time."""
+def start_and_lateness(statuses: dict[str, Any]) -> tuple[float, dict[str, float],
+                                                          dict[str, float | None]]:
+    """The run's start time (the same on every machine), each machine's latest client
+    start after its due time, and how long before the start time its start signal came
+    (negative: after it)."""
     starts = {s.get("start") for s in statuses.values()} - {None}
     if len(starts) != 1:
         raise SwellError("testbed run", f"the machines report start times {sorted(starts)}")
+    t0 = float(starts.pop())
     late = {m: max([j.get("late_s") or 0.0 for j in s.get("jobs", {}).values()] or [0.0])
             for m, s in statuses.items()}
-    return float(starts.pop()), late
+    early = {m: None if s.get("signal_at") is None else round(t0 - float(s["signal_at"]), 3)
+             for m, s in statuses.items()}
+    return t0, late, early
+
+
+def lateness_problems(late: dict[str, float], early: dict[str, float | None],
+                      signal: dict[str, Any]) -> list[str]:
+    """A machine that started its clients over :data:`LATE_S` late, and why."""
+    out = []
+    for m, s in late.items():
+        if s <= LATE_S:
+            continue
+        e = early.get(m)
+        why = "" if e is None else (
+            f" (its start signal came {-e:.1f} s after the start time: lead "
+            f"{signal.get('lead_s', '?')} s, rehearsal {signal.get('delivery_s', '?')} s)"
+            if e < 0 else f" (its start signal came {e:.1f} s before the start time: "
+            "the machine was slow to start them)")
+        out.append(f"testbed: {m} started its clients {s:.1f} s late{why}")
+    return out
+
+
+def start_signal(report: dict[str, Any]) -> dict[str, Any]:
+    """The start signal's measured delivery and the lead chosen from it (the run
+    playbook's "Say the lead" task: ``delivery X s, lead Y s``)."""
+    said = task_output(report, "Say the lead (start signal)", "msg").get("localhost", "")
+    got = re.match(r"delivery ([\d.]+) s, lead ([\d.]+) s", said)
+    return {"delivery_s": float(got.group(1)), "lead_s": float(got.group(2))} if got else {}
 
 
 def _router_engine(collected: Path) -> str:
@@ -287,10 +318,11 @@ def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: 
         write_jobs(recorder, [m.name for m in hosts.machines], tdir, exp.warmup_s, total)
         failure: SwellError | None = None
         try:
-            playbook("run", tdir, {"swell_run_dir": str(tdir), "swell_run_total_s": total,
-                                   "swell_run_lead_s": START_LEAD_S},
-                     timeout=total + 900, tick=lambda t: prog.update(
-                         done=min(t, total), status="ansible: run playbook"))
+            ran = playbook("run", tdir, {"swell_run_dir": str(tdir), "swell_run_total_s": total,
+                                         "swell_run_lead_s": START_LEAD_S},
+                           timeout=total + 900, tick=lambda t: prog.update(
+                               done=min(t, total), status="ansible: run playbook"))
+            record["start_signal"] = start_signal(ran)
         except SwellError as exc:
             failure = exc
         try:  # also after a failed run: what the machines said, for the post-mortem
@@ -302,8 +334,9 @@ def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: 
         if failure is not None:
             raise failure
         statuses = replay(recorder, outputs)
-        t0, late = start_and_lateness(statuses)
+        t0, late, early = start_and_lateness(statuses)
         record["start"], record["late_s"] = t0, late
+        record.setdefault("start_signal", {})["before_start_s"] = early
         session.timing = {"background_start": t0, "foreground_start": t0 + exp.warmup_s,
                           "end": t0 + total}
         stop_generators(session.bg, session.fg)
@@ -330,8 +363,7 @@ def run_one(plan: RunPlan, study: Path, rdir: Path, hosts: HostsFile, base_dir: 
                                     "congestion_control": exp.congestion_control,
                                     "testbed": record})
     report = {"engine_stats": _engine_stats(router) if engine == "native" else None,
-              "problems": [f"testbed: {m} started its clients {s:.1f} s late"
-                           for m, s in late.items() if s > LATE_S]}
+              "problems": lateness_problems(late, early, record["start_signal"])}
     bg_result, fg_result = session.results(bg, fg, exp.warmup_s)
     result = collect_run(plan, rdir, engine, session.timing, bg_result, fg_result, report,
                          topo_dict, bg.model_dir(), prefix=tb.prefix, warnings=warnings,

@@ -2,7 +2,8 @@
 # Idempotent set-up for a fresh Debian bookworm machine, run as root.
 #
 # Installs the Debian packages swell drives (Mininet, tc, tcpdump, tshark,
-# D-ITG, httperf, Apache, tcpreplay, ffmpeg, GStreamer, ...), a Rust toolchain if cargo is
+# D-ITG, httperf, Apache, tcpreplay, ffmpeg, GStreamer, ...; python3-apt for Ansible's apt
+# module on testbed machines), a Rust toolchain if cargo is
 # missing, a virtualenv in .venv made from Debian's /usr/bin/python3 with
 # --system-site-packages (so Mininet's Debian module imports), the pinned
 # Python dependencies, swell itself (editable) and the native core.
@@ -25,7 +26,7 @@ APT_PACKAGES=(
   build-essential pkg-config curl ca-certificates git procps psmisc kmod iputils-ping libxxhash0
   ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav socat
-  openssh-server
+  openssh-server python3-apt
 )
 # (The VM test layer's pieces - a stock kernel, QEMU, virtme-ng - are a test
 # dependency only: scripts/bootstrap-vm.sh, which ./test.sh runs.)

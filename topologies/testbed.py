@@ -45,6 +45,7 @@ Ansible.
 from __future__ import annotations
 
 import ipaddress
+import platform
 import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -73,13 +74,18 @@ class Ssh(StrictModel):
     key: str | None = None  # private key file on the control machine
     known_hosts: str | None = None  # None: the user's own (testbeds: pass a file)
     strict_host_keys: bool = True
+    become: bool = False  # log in as ``user`` and act as root with sudo (Emulab, CloudLab)
+
+
+# an interface by name, or by MAC address (found on the machine when it is laid out)
+IFACE = r"^([^\s/:]{1,15}|[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5})$"
 
 
 class Machine(StrictModel):
     name: str = Field(..., pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
     address: str  # how the control machine reaches it (management network)
-    iface: str = Field(..., min_length=1, max_length=15)  # its experiment interface
-    router_iface: str = Field(..., min_length=1, max_length=15)  # the router's end
+    iface: str = Field(..., pattern=IFACE)  # its experiment interface
+    router_iface: str = Field(..., pattern=IFACE)  # the router's end
     role: Role
     workdir: str | None = None  # this machine's own work directory (default: the file's)
 
@@ -126,6 +132,8 @@ class HostsFile(StrictModel):
         if self.swell_venv:
             return self.swell_venv
         words = shlex.split(self.swell)
+        if words and words[0] in ("env", "/usr/bin/env"):  # env VAR=... swell ...
+            words = [w for w in words[1:] if "=" not in w]
         path = PurePosixPath(words[0]) if words else PurePosixPath()
         if path.is_absolute() and path.parent.name == "bin":
             return str(path.parent.parent)
@@ -340,27 +348,35 @@ def netem_batches(plan: TestbedPlan, mtu: int = 1500) -> dict[str, list[list[str
 
 
 def host_vars(plan: TestbedPlan, hosts: HostsFile) -> dict[str, dict[str, Any]]:
-    """Per-machine variables: ``swell_host`` is what ``swell testbed host up`` reads."""
+    """Per-machine variables: ``swell_host`` is what ``swell testbed host plan`` reads, its
+    ``steps`` the machine's layout as commands (:mod:`swell.topologies.testbed_steps`)."""
+    from swell.topologies.testbed_steps import edge_steps, router_steps
+
     out: dict[str, dict[str, Any]] = {}
+
+    def common(name: str) -> dict[str, Any]:
+        state = hosts.state_of(name, plan.prefix)
+        work = f"{hosts.workdir_of(name)}/{plan.prefix}"
+        # Ansible's own files on the machine (asynchronous tasks' status, modules and
+        # files in transit) stay in the run's work directory, which teardown removes
+        return {"ansible_host": hosts.router.address if name == hosts.router.name else
+                next(m.address for m in hosts.machines if m.name == name),
+                "swell_state": state, "swell_workdir": work,
+                "ansible_async_dir": f"{state}/.async",
+                "ansible_remote_tmp": f"{work}/.ansible-tmp"}
+
     for m, edge in zip(hosts.machines, plan.edges, strict=True):
-        state = hosts.state_of(m.name, plan.prefix)
-        # asynchronous tasks (run's jobs) keep their status in the state directory
-        out[m.name] = {"ansible_host": m.address, "swell_state": state,
-                       "ansible_async_dir": f"{state}/.async",
-                       "swell_workdir": f"{hosts.workdir_of(m.name)}/{plan.prefix}",
-                       "swell_host": {"kind": "edge", "prefix": plan.prefix, "state": state,
-                                      **asdict(edge)}}
-    state = hosts.state_of(hosts.router.name, plan.prefix)
-    out[hosts.router.name] = {
-        "ansible_host": hosts.router.address, "swell_state": state,
-        "ansible_async_dir": f"{state}/.async",
-        "swell_workdir": f"{hosts.workdir_of(hosts.router.name)}/{plan.prefix}",
-        "swell_host": {"kind": "router", "prefix": plan.prefix, "state": state,
-                       "ports": [asdict(p) for p in plan.ports], "core": plan.core,
-                       "rule_pref": RULE_PREF, "tables": TABLES,
-                       "engine_choice": hosts.router_engine,
-                       "engine": engine_config(plan, state), "netem": netem_batches(plan),
-                       "capture": plan.spec.get("capture", {"enabled": True, "snaplen": 128})}}
+        hv = common(m.name)
+        v = {"kind": "edge", "prefix": plan.prefix, "state": hv["swell_state"], **asdict(edge)}
+        out[m.name] = {**hv, "swell_host": {**v, "steps": edge_steps(v)}}
+    hv = common(hosts.router.name)
+    state = hv["swell_state"]
+    v = {"kind": "router", "prefix": plan.prefix, "state": state,
+         "ports": [asdict(p) for p in plan.ports], "core": plan.core,
+         "rule_pref": RULE_PREF, "tables": TABLES, "engine_choice": hosts.router_engine,
+         "engine": engine_config(plan, state), "netem": netem_batches(plan),
+         "capture": plan.spec.get("capture", {"enabled": True, "snaplen": 128})}
+    out[hosts.router.name] = {**hv, "swell_host": {**v, "steps": router_steps(v)}}
     return out
 
 
@@ -373,6 +389,7 @@ def control_source() -> str | None:
 def inventory(plan: TestbedPlan, hosts: HostsFile, out: Path | None = None) -> dict[str, Any]:
     """The Ansible inventory: the groups, and what every host shares (``out``: the
     rendered directory, where prepare builds swell's wheel when a machine needs it)."""
+    from swell.native import native_dir
     from swell.topologies.testbed_host import source_digest
 
     ssh = hosts.ssh
@@ -383,9 +400,15 @@ def inventory(plan: TestbedPlan, hosts: HostsFile, out: Path | None = None) -> d
         "swell_venv": hosts.venv(), "swell_source": control_source(),
         "swell_digest": source_digest(),
         "swell_render_dir": str(out.resolve()) if out is not None else None,
+        # the native programs prepare installs where a machine lacks them: the control
+        # machine's build, for machines of its architecture
+        "swell_native_local": str(native_dir().resolve()), "swell_control_arch":
+        platform.machine(), "swell_router_engine": hosts.router_engine,
     }
     if ssh.key:
         common["ansible_ssh_private_key_file"] = ssh.key
+    if ssh.become:
+        common["ansible_become"] = True
     groups: dict[str, Any] = {g: {"hosts": {}} for g in GROUPS}
     groups["router"]["hosts"][hosts.router.name] = None
     groups["capture"]["hosts"][hosts.router.name] = None
@@ -409,7 +432,9 @@ def ansible_cfg(hosts: HostsFile, out: Path) -> str:
         "[defaults]", f"inventory = {out.resolve()}/inventory.yml",
         f"roles_path = {roles}", f"callback_plugins = {roles.parent / 'callback_plugins'}",
         "stdout_callback = swell_json", f"local_tmp = {out.resolve()}/.ansible/tmp",
-        f"remote_tmp = {hosts.workdir}/.ansible-tmp", "retry_files_enabled = false",
+        # (every machine's is in its host_vars, under the run's work directory; this one
+        # is the control machine's own, for the plays that run there)
+        f"remote_tmp = {out.resolve()}/.ansible/remote-tmp", "retry_files_enabled = false",
         f"host_key_checking = {ssh.strict_host_keys}", "forks = 16",
         "interpreter_python = auto_silent", "",
         "[ssh_connection]", "pipelining = true", f"ssh_args = {' '.join(args)}", ""])

@@ -16,7 +16,8 @@ this command as an asynchronous task, servers' machines first. It:
    playbook waits for before it launches the next group of machines;
 5. waits for the **start signal**: ``STATE/jobs/start``, written by the
    playbook on every machine at once, holds the run's start time ``T0`` (epoch
-   seconds), the same for every machine;
+   seconds), the same for every machine; when it came is recorded
+   (``signal_at``: a signal that comes after ``T0`` makes every client late);
 6. starts the background's clients at ``T0`` and the foreground's at
    ``T0 + warmup``; at ``T_end = T0 + total`` stops its jobs in tiers (the
    foreground's client at ``T_end``, the background's clients 0.2 s later,
@@ -184,7 +185,9 @@ class Runner:
         while True:
             self._check_stop()
             with contextlib.suppress(OSError, ValueError):
-                return float(path.read_text().strip())
+                t0 = float(path.read_text().strip())
+                self.status["signal_at"] = time.time()  # how early it came: t0 - this
+                return t0
             if time.monotonic() > deadline:
                 raise SwellError(path, "no start signal")
             time.sleep(TICK_S)

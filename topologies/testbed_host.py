@@ -1,8 +1,12 @@
-"""What swell does on one testbed machine: ``swell testbed host up|down|facts``.
+"""What swell does on one testbed machine: ``swell testbed host plan|engine|up|down|...``.
 
 The playbooks stay thin: each copies the machine's rendered variables
 (``swell_host`` in its host_vars, see :mod:`swell.topologies.testbed`) to
-``STATE/host.json`` and calls ``swell testbed host up STATE/host.json``.
+``STATE/host.json``. Layout is commands Ansible runs itself: ``plan`` prints
+the rendered layout steps (``ip``, ``tc``, ``sysctl``, ``ethtool``;
+:mod:`swell.topologies.testbed_steps`) whose state is not on the machine yet,
+grouped into commands, and logs their undo first; the layout role runs them
+one task item each. What they make:
 
 * **Edge machine**: the ``/30`` of its link to the router and its emulated
   hosts as ``/32`` aliases on its experiment interface, a route for the
@@ -13,18 +17,22 @@ The playbooks stay thin: each copies the machine's rendered variables
   machine's emulated subnets, forwarding on and reverse-path filtering off,
   offloads off, and the shaping: where the router's kernel has ``sch_netem``
   and ``sch_htb`` (``router_engine: auto``, or ``netem``), tc's htb/netem on
-  the router's and the core's egress with the core forwarding by the kernel
-  and one ``tcpdump`` per bottleneck direction (pids in
-  ``STATE/tcpdump-*.pid``); otherwise ``swell-link`` started detached
-  (``--name <prefix>``; its pid in ``STATE/engine.pid``), waited for until it
-  says ``READY``. ``STATE/engine.json`` says which.
+  the router's and the core's egress with the core forwarding by the kernel.
+
+``engine`` then starts what runs on the router, unless it runs already: with
+netem one ``tcpdump`` per bottleneck direction (pids in
+``STATE/tcpdump-*.pid``), otherwise ``swell-link`` started detached
+(``--name <prefix>``; its pid in ``STATE/engine.pid``), waited for until it
+says ``READY``. ``STATE/engine.json`` says which (``plan`` chooses it).
+``up`` does ``plan``, its commands and ``engine`` here, without Ansible.
 
 Everything that is changed is first written to ``STATE/undo.json`` (before the
 change, so a run killed half way can still be undone), with the previous
 value of every sysctl and offload. ``down`` undoes exactly those entries,
 newest first, ignoring what is already gone, kills the engine and whatever
-still runs from ``STATE`` (by the prefix on its command line), and removes
-``STATE``. It never touches anything it did not record or that lacks the prefix.
+still runs from ``STATE`` (by the prefix on its command line), deletes the
+core namespace and the interfaces with the prefix, and removes ``STATE``. It
+never touches anything it did not record or that lacks the prefix.
 ``down`` also stops the jobs of a run (``swell testbed host run``,
 :mod:`swell.topologies.testbed_exec`) by the pids it recorded in
 ``STATE/jobs/pids.json``, each only if its command is still the one started.
@@ -42,6 +50,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -51,10 +60,6 @@ from typing import Any
 
 from swell.errors import EnvironmentProblem, SwellError
 from swell.fsutil import write_json
-
-OFFLOADS = ("tso", "gso", "gro")
-_ETHTOOL_NAMES = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload",
-                  "gro": "generic-receive-offload"}
 
 
 def sh(*argv: str, check: bool = True,
@@ -66,17 +71,13 @@ def sh(*argv: str, check: bool = True,
 
 
 class Undo:
-    """The undo log in ``STATE/undo.json``: written before each change is made."""
+    """The undo log in ``STATE/undo.json`` (``plan`` appends to it before each change)."""
 
     def __init__(self, state: Path) -> None:
         self.path = state / "undo.json"
         self.entries: list[list[str]] = []
-        if self.path.exists():
+        with contextlib.suppress(OSError, ValueError):
             self.entries = json.loads(self.path.read_text())
-
-    def add(self, *argv: str) -> None:
-        self.entries.append(list(argv))
-        write_json(self.path, self.entries)
 
     def replay(self) -> list[str]:
         errors = []
@@ -95,98 +96,6 @@ def _gone(err: str) -> bool:
                                   "handle of zero"))
 
 
-def _sysctl(undo: Undo, key: str, value: str) -> None:
-    old = sh("sysctl", "-n", key).stdout.strip()
-    if old != value:
-        undo.add("sysctl", "-qw", f"{key}={old}")
-        sh("sysctl", "-qw", f"{key}={value}")
-
-
-def offload_state(iface: str) -> dict[str, str]:
-    out = sh("ethtool", "-k", iface).stdout
-    state = {}
-    for line in out.splitlines():
-        name, _, rest = line.strip().partition(":")
-        for short, long in _ETHTOOL_NAMES.items():
-            if name == long:
-                state[short] = rest.split()[0] if rest.split() else "?"
-    return state
-
-
-def _offloads_off(undo: Undo, iface: str) -> None:
-    old = offload_state(iface)
-    on = [k for k in OFFLOADS if old.get(k) == "on"]
-    if on:
-        undo.add("ethtool", "-K", iface, *(x for k in on for x in (k, "on")))
-        sh("ethtool", "-K", iface, *(x for k in on for x in (k, "off")))
-
-
-def _ip(undo: Undo, do: list[str], undo_argv: list[str]) -> None:
-    undo.add("ip", *undo_argv)
-    sh("ip", *do)
-
-
-def edge_up(v: dict[str, Any], undo: Undo) -> None:
-    dev = v["iface"]
-    if not Path(f"/sys/class/net/{dev}").exists():
-        raise SwellError(v["name"], f"no experiment interface {dev}")
-    sh("ip", "link", "set", dev, "up")
-    _offloads_off(undo, dev)
-    if v.get("congestion_control"):  # the experiment's TCP, as a local run sets per namespace
-        _sysctl(undo, "net.ipv4.tcp_congestion_control", v["congestion_control"])
-    _ip(undo, ["addr", "add", v["link_ip"], "dev", dev], ["addr", "del", v["link_ip"], "dev", dev])
-    for a in v["aliases"]:
-        _ip(undo, ["addr", "add", f"{a}/32", "dev", dev], ["addr", "del", f"{a}/32", "dev", dev])
-    route = [v["network"], "via", v["router_ip"], "dev", dev]
-    if v["aliases"]:  # unbound sockets (e.g. a readiness probe) leave as an emulated host
-        route += ["src", v["aliases"][0]]
-    _ip(undo, ["route", "add", *route], ["route", "del", *route])
-
-
-def router_up(v: dict[str, Any], undo: Undo, state: Path) -> None:
-    core, prefix = v["core"], v["prefix"]
-    ns = core["netns"]
-    if not ns.startswith(prefix):
-        raise SwellError(ns, "core namespace does not carry the run prefix")
-    _sysctl(undo, "net.ipv4.ip_forward", "1")
-    _sysctl(undo, "net.ipv4.conf.all.rp_filter", "0")
-    _ip(undo, ["netns", "add", ns], ["netns", "del", ns])
-    sh("ip", "-n", ns, "link", "set", "lo", "up")
-    for side in ("left", "right"):
-        c = core[side]
-        sh("ip", "link", "add", c["router_if"], "address", c["router_mac"], "type", "veth",
-           "peer", "name", c["core_if"], "address", c["core_mac"], "netns", ns)
-        sh("ip", "netns", "exec", ns, "ethtool", "-K", c["core_if"],
-           *(x for k in OFFLOADS for x in (k, "off")))
-        sh("ethtool", "-K", c["router_if"], *(x for k in OFFLOADS for x in (k, "off")))
-        sh("ip", "-n", ns, "link", "set", c["core_if"], "up")
-        sh("ip", "link", "set", c["router_if"], "up")
-        sh("sysctl", "-qw", f"net.ipv4.conf.{c['router_if']}.rp_filter=0")
-        sh("ip", "addr", "add", c["router_ip"], "dev", c["router_if"])
-        table = str(v["tables"][side])
-        _ip(undo, ["route", "add", "default", "via", c["gateway"], "dev", c["router_if"],
-                   "table", table], ["route", "flush", "table", table])
-    for i, p in enumerate(v["ports"]):
-        dev = p["ifname"]
-        sh("ip", "link", "set", dev, "up")
-        _offloads_off(undo, dev)
-        _sysctl(undo, f"net.ipv4.conf.{dev}.rp_filter", "0")
-        _ip(undo, ["addr", "add", p["ip"], "dev", dev], ["addr", "del", p["ip"], "dev", dev])
-        pref = str(v["rule_pref"] + i)
-        table = str(v["tables"][p["side"]])
-        _ip(undo, ["rule", "add", "pref", pref, "iif", dev, "lookup", table],
-            ["rule", "del", "pref", pref])
-        for net in p["subnets"]:
-            route = [net, "via", p["peer_ip"], "dev", dev]
-            _ip(undo, ["route", "add", *route], ["route", "del", *route])
-    engine = router_engine(v.get("engine_choice", "auto"))
-    if engine == "netem":
-        netem_up(v, undo, state)
-    else:
-        start_engine(v, state)
-    write_json(state / "engine.json", {"engine": engine})
-
-
 def router_engine(choice: str) -> str:
     """netem where this kernel has sch_netem and sch_htb (``auto``), else swell-link."""
     from swell.topologies.probe import kernel_has_qdisc
@@ -198,31 +107,18 @@ def router_engine(choice: str) -> str:
     return "netem" if choice == "netem" or (choice == "auto" and ok) else "native"
 
 
-def netem_up(v: dict[str, Any], undo: Undo, state: Path) -> None:
-    """The core forwards with the kernel; tc shapes (see ``testbed.netem_batches``); one
-    tcpdump per bottleneck direction on the core's egress, as the local netem engine."""
+def start_captures(v: dict[str, Any], state: Path) -> bool:
+    """With netem: one tcpdump per bottleneck direction on the core's egress, as the local
+    netem engine (pids in ``STATE/tcpdump-*.pid``); False when they already run."""
     from swell.tcpdump import tcpdump_argv
-    from swell.topologies.netem import to_batch
 
     core = v["core"]
     ns = core["netns"]
-    sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-    sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0")
-    for side in ("left", "right"):
-        c = core[side]
-        sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv4.conf.{c['core_if']}.rp_filter=0")
-        sh("ip", "-n", ns, "addr", "add", f"{c['gateway']}/30", "dev", c["core_if"])
-        sh("ip", "-n", ns, "route", "add", core["halves"][side], "via",
-           c["router_ip"].split("/")[0], "dev", c["core_if"])
-    router_devs = sorted({c[c.index("dev") + 1] for c in v["netem"]["router"]})
-    for dev in router_devs:
-        undo.add("tc", "qdisc", "del", "dev", dev, "root")
-    sh("tc", "-batch", "-", input=to_batch(v["netem"]["router"]))
-    sh("ip", "netns", "exec", ns, "tc", "-batch", "-", input=to_batch(v["netem"]["core"]))
-    write_json(state / "tc-devices.json", {"router": router_devs, "core":
-                                           [core["right"]["core_if"], core["left"]["core_if"]]})
-    if not v["capture"].get("enabled", True):
-        return
+    write_json(state / "tc-devices.json", {
+        "router": sorted({c[c.index("dev") + 1] for c in v["netem"]["router"]}),
+        "core": [core["right"]["core_if"], core["left"]["core_if"]]})
+    if not v["capture"].get("enabled", True) or _tcpdumps_alive(state):
+        return False
     (state / "capture").mkdir(parents=True, exist_ok=True)
     for direction, side in (("forward", "right"), ("reverse", "left")):
         pcap = state / "capture" / f"bottleneck-{direction}.pcap"
@@ -240,6 +136,18 @@ def netem_up(v: dict[str, Any], undo: Undo, state: Path) -> None:
                 raise EnvironmentProblem("tcpdump", err.read_text().strip()[-300:] or
                                          "not capturing within 10 s")
             time.sleep(0.05)
+    return True
+
+
+def _tcpdumps_alive(state: Path) -> bool:
+    """Every capture this machine started still runs (and at least one was started)."""
+    files = sorted(state.glob("tcpdump-*.pid"))
+    running = 0
+    for f in files:
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(f.read_text())
+            running += str(state).encode() in b" ".join(_cmdline(pid)) and not _zombie(pid)
+    return bool(files) and running == len(files)
 
 
 def _stop_netem(prefix: str, state: Path) -> bool:
@@ -318,14 +226,15 @@ def _cmdline(pid: int) -> list[bytes]:
         return []
 
 
-def _pids_under(state: Path) -> list[int]:
-    """Processes (not this command or its callers) with an argument inside ``state``."""
+def _pids_under(*folders: Path) -> list[int]:
+    """Processes (not this command or its callers) with an argument inside a folder."""
     skip = _ancestors()
-    root = str(state).encode()
+    roots = [str(f).encode() for f in folders]
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) not in skip:
-            if any(a == root or a.startswith(root + b"/") for a in _cmdline(int(entry))):
+            if any(a == r or a.startswith(r + b"/") for a in _cmdline(int(entry))
+                   for r in roots):
                 pids.append(int(entry))
     return pids
 
@@ -385,13 +294,8 @@ def capture_status(prefix: str, state: Path) -> dict[str, Any]:
     if not (state / "engine.json").exists():
         raise SwellError(state, "not laid out (no engine.json): run the layout playbook")
     engine = json.loads((state / "engine.json").read_text())["engine"]
-    if engine == "netem":
-        running = 0
-        for f in sorted(state.glob("tcpdump-*.pid")):
-            with contextlib.suppress(OSError, ValueError):
-                pid = int(f.read_text())
-                running += str(state).encode() in b" ".join(_cmdline(pid)) and not _zombie(pid)
-        alive = running == len(list(state.glob("tcpdump-*.pid")))
+    if engine == "netem":  # (no pid files: captures off)
+        alive = _tcpdumps_alive(state) or not list(state.glob("tcpdump-*.pid"))
     else:
         alive = bool(_engine_pid(prefix, state))
     files = {p.name: p.stat().st_size for p in sorted((state / "capture").glob("*.pcap"))}
@@ -404,7 +308,13 @@ def host_down(prefix: str, state: Path) -> list[str]:
     """Undo what ``up`` recorded under ``state``; return what could not be undone."""
     if not prefix or not state.name or prefix not in str(state):
         raise SwellError(state, f"state directory does not carry the run prefix {prefix!r}")
-    _stop(_engine_pid(prefix, state) + _pids_under(state) + _job_pids(state))
+    # what still runs from this machine's state, and from Ansible's own files in the run's
+    # work directory (the asynchronous wrapper of a killed run's part runs from there); not
+    # the whole work directory: where machines share one (machines that are namespaces of
+    # one host, sharing /proc) it holds every machine's state, and the other machines' own
+    # teardown commands would be killed
+    work = [state.parent / ".ansible-tmp"] if state.parent.name == prefix else []
+    _stop(_engine_pid(prefix, state) + _pids_under(state, *work) + _job_pids(state))
     errors = Undo(state).replay() if state.exists() else []
     ns_file = Path(f"/run/netns/{prefix}-core")
     if ns_file.exists():
@@ -425,17 +335,72 @@ def stop_engine(prefix: str, state: Path) -> bool:
     return bool(pids)
 
 
-def host_up(v: dict[str, Any]) -> None:
+MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+
+
+def resolve_ifaces(v: dict[str, Any]) -> dict[str, Any]:
+    """``v`` (host.json) with every experiment interface given by MAC address (a hosts
+    file from a testbed's manifest) named as this machine names it."""
+    given = [v["iface"]] if v["kind"] == "edge" else [p["ifname"] for p in v["ports"]]
+    macs = [g for g in given if MAC.match(g)]
+    if not macs:
+        return v
+    here: dict[str, str] = {}
+    for dev in sorted(Path("/sys/class/net").iterdir()):
+        with contextlib.suppress(OSError):
+            here.setdefault((dev / "address").read_text().strip().lower(), dev.name)
+    text = json.dumps(v)
+    for m in macs:
+        if m.lower() not in here:
+            raise SwellError(v.get("name", "router"), f"no interface with MAC address {m} here")
+        text = text.replace(m, here[m.lower()])
+    return json.loads(text)
+
+
+def host_plan(v: dict[str, Any]) -> dict[str, Any]:
+    """What layout still has to run on this machine (``swell testbed host plan``): the
+    rendered steps whose state is not there yet, grouped into commands, their undo
+    logged first (:mod:`swell.topologies.testbed_steps`); the router's engine chosen
+    here (``STATE/engine.json``)."""
+    from swell.topologies.testbed_steps import plan_host
+
+    v = resolve_ifaces(v)
     state = Path(v["state"])
-    if (state / "undo.json").exists():
-        raise SwellError(state, "already laid out (run teardown first)")
+    if not v.get("prefix") or v["prefix"] not in str(state):
+        raise SwellError(state, "state directory does not carry the run prefix")
     state.mkdir(parents=True, exist_ok=True)
-    undo = Undo(state)
-    undo.add("true")  # the log exists from here on
+    engine = None
     if v["kind"] == "router":
-        router_up(v, undo, state)
-    else:
-        edge_up(v, undo)
+        engine = router_engine(v.get("engine_choice", "auto"))
+        write_json(state / "engine.json", {"engine": engine})
+    return plan_host(v, state / "undo.json", engine)
+
+
+def host_engine(v: dict[str, Any]) -> str:
+    """Start the router's engine unless it runs (``swell testbed host engine``): swell-link
+    with its captures, or with netem the captures; says which."""
+    v = resolve_ifaces(v)
+    state = Path(v["state"])
+    try:
+        engine = json.loads((state / "engine.json").read_text())["engine"]
+    except (OSError, ValueError, KeyError):
+        raise SwellError(state, "no engine chosen (run swell testbed host plan first)") from None
+    if engine == "netem":
+        return "captures started" if start_captures(v, state) else "netem: captures running"
+    if _engine_pid(v["prefix"], state):
+        return "swell-link running"
+    start_engine(v, state)
+    return "swell-link started"
+
+
+def host_up(v: dict[str, Any]) -> str:
+    """Lay this machine out here, without Ansible: the plan's commands, then the engine."""
+    from swell.topologies.testbed_steps import run_batches
+
+    plan = host_plan(v)
+    run_batches(plan["batches"])
+    said = f"{plan['todo']} of {plan['steps']} steps run"
+    return f"{said}; {host_engine(v)}" if v["kind"] == "router" else said
 
 
 def facts() -> dict[str, Any]:
@@ -452,15 +417,17 @@ def facts() -> dict[str, Any]:
     from swell.topologies.probe import kernel_has_qdisc, native_engine_status
 
     ok, why = native_engine_status()
-    gen = native_dir() / "swell-gen"
+    native = native_dir()
     sync = version("timedatectl", "show", "-p", "NTPSynchronized", "--value")
     return {
         "hostname": platform.node(), "kernel": platform.release(),
         "machine": platform.machine(), "cpus": os.cpu_count(),
         "netem": kernel_has_qdisc("netem"), "htb": kernel_has_qdisc("htb"),
         "native_engine": ok, "why_not_native": why, "clock_synchronized": sync,
-        "native_dir": str(gen.parent.resolve()) if gen.exists() else None,
-        "swell_gen": gen.exists(), "swell_digest": source_digest(),
+        # where this swell looks for its native programs (prepare installs them there)
+        "native_dir": str(native.resolve()),
+        "swell_gen": (native / "swell-gen").exists(),
+        "swell_link": (native / "swell-link").exists(), "swell_digest": source_digest(),
         "tools": {"tc": version("tc", "-V"), "ethtool": version("ethtool", "--version"),
                   "httperf": version("httperf", "--version"),
                   "apache2": version("/usr/sbin/apache2", "-v"),

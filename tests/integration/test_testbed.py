@@ -3,14 +3,21 @@
 Five machines (two background client machines, one background server machine,
 a foreground client and a foreground server) and a router, each a network
 namespace with its own sshd (see ``testbed_machines``). ``swell testbed
-render`` writes the inventory from an experiment file (Swing background: the
-access links are drawn from the model), Ansible runs ``prepare`` (installs
-already satisfied), ``layout``, ``collect`` and ``teardown`` over ssh; the
-round trips measured between emulated hosts on different machines must match
-the rendered access links and bottleneck, and teardown must leave nothing
-with the run's prefix (namespaces, interfaces, addresses, processes, files).
-A second test SIGKILLs a real ``swell run --testbed`` while its traffic runs
-on the machines and runs ``teardown`` after it.
+render`` (the command) writes the inventory from an experiment file (Swing
+background: the access links are drawn from the model), Ansible runs
+``prepare`` (installs already satisfied), ``layout`` twice (the second finds
+everything in place and changes nothing), ``collect`` and ``teardown`` over
+ssh. Before the layout, the machines are set unlike a testbed (offloads on,
+forwarding off and strict reverse-path filtering on the router), so layout
+must change them and teardown must put them back. The round trips measured
+between emulated hosts on different machines (every background client and
+server, and the foreground's pair) must match the rendered access links and
+bottleneck, and teardown must leave nothing: no namespace, interface,
+address, rule, route or process with the run's prefix, no file in any
+machine's work directory (Ansible's own included), the offloads and sysctls
+as they were, ``~/.ssh`` and ``/etc/ssh`` unchanged. A second test SIGKILLs
+a real ``swell run --testbed`` while its traffic runs on the machines and
+runs ``teardown`` after it.
 """
 
 from __future__ import annotations
@@ -22,11 +29,10 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from swell.experiments.testbed_run import playbook, render_run
+from swell.experiments.testbed_run import playbook
 from swell.topologies.testbed import EmulatedHost
 
 from .testbed_machines import (
@@ -34,9 +40,13 @@ from .testbed_machines import (
     REPO,
     ROLES,
     SKIPS,
+    kernel_state,
     leftovers,
-    processes,
+    plan_of,
+    ssh_files,
     start_machines,
+    traffic_processes,
+    unlike_a_testbed,
 )
 
 pytestmark = SKIPS
@@ -80,12 +90,6 @@ def ping_all(m, plan, pairs) -> dict[tuple[str, str], list[float]]:
     return out
 
 
-def cc_of(m, machine: str) -> str:
-    return subprocess.run(["ip", "netns", "exec", m.ns[machine], "sysctl", "-n",
-                           "net.ipv4.tcp_congestion_control"], capture_output=True,
-                          text=True, check=True).stdout.strip()
-
-
 @pytest.fixture
 def testbed(netns, tmp_path):
     m = start_machines(netns, tmp_path, MACHINES)
@@ -96,46 +100,85 @@ def testbed(netns, tmp_path):
 
 
 def render(m, tmp_path: Path):
+    """``swell testbed render`` (the command) of the experiment onto the machines."""
     exp = tmp_path / "testbed.yaml"
     exp.write_text(EXPERIMENT)
     workdir = tmp_path / "hostfiles"
     hosts = m.hosts_file(ROLES, workdir)
     tdir = tmp_path / "tb"
-    return render_run(exp, hosts, tdir), tdir, workdir
+    res = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "swell", "testbed", "render",
+                          str(exp), "--hosts", str(hosts), "-o", str(tdir)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    plan = plan_of(tdir)
+    assert res.stdout.startswith(f"testbed {plan.prefix}: {len(plan.hosts)} emulated hosts on "
+                                 "5 machines and a router"), res.stdout
+    return plan, tdir, workdir
+
+
+def changed(report: dict) -> dict[str, list[str]]:
+    """Per host, the tasks of a playbook's report that changed something."""
+    out: dict[str, list[str]] = {}
+    for play in report["plays"]:
+        for t in play["tasks"]:
+            for host, r in t["hosts"].items():
+                if r.get("changed"):
+                    out.setdefault(host, []).append(t["task"]["name"].split(" : ")[-1])
+    return out
+
+
+def laid_out(value: str, key: str) -> str:
+    """What layout makes of a kernel setting ``unlike_a_testbed`` set."""
+    if key.endswith("tcp_congestion_control"):
+        return "reno"  # the experiment's TCP on every edge machine while laid out
+    if key.endswith("ip_forward"):
+        return "1"
+    return {"on": "off", "1": "0"}.get(value, value)  # offloads off, rp_filter 0
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_layout_rtts_collect_teardown(testbed, tmp_path):
     m = testbed
+    ssh_before = ssh_files()
     plan, tdir, workdir = render(m, tmp_path)
     inv = (tdir / "inventory.yml").read_text()
     for group in ("router", "bg_clients", "bg_servers", "fg_clients", "fg_servers", "capture"):
         assert f"{group}:" in inv
     links = [h.link for h in plan.hosts if h.role == "bg"]
     assert len(links) == 9 and len({json.dumps(x, sort_keys=True) for x in links}) > 1
-    before = cc_of(m, "bgc0")
+    unlike_a_testbed(m)
+    before = kernel_state(m)
     try:
         report = playbook("prepare", tdir)
         tasks = {t["task"]["name"].split(" : ")[-1]: t["hosts"]  # without "role : "
                  for p in report["plays"] for t in p["tasks"]}
         installs = [h for name, h in tasks.items() if name.startswith("Install")]
-        # the packages, and swell itself (the machines run this checkout: same digest)
-        assert len(installs) == 2 and all(len(h) == 6 for h in installs), tasks.keys()
-        changed = [n for h in installs for n, r in h.items() if r.get("changed")]
-        assert not changed, f"prepare installed something on {changed}"
+        # the packages, swell itself (the machines run this checkout: same digest) and the
+        # native programs (this checkout's build): nothing to do
+        assert len(installs) == 3 and all(len(h) == 6 for h in installs), tasks.keys()
+        installed = {h: [t for t in ts if t.startswith("Install")]
+                     for h, ts in changed(report).items()}
+        assert not any(installed.values()), f"prepare installed {installed}"
         same = tasks["Swell here is the control machine's"]
         assert len(same) == 6 and not any(r.get("failed") or r.get("skipped")
                                           for r in same.values()), same
-        playbook("layout", tdir)
-        # the experiment's TCP (reno by default) on every edge machine while laid out
-        for e in plan.edges:
-            assert e.congestion_control == "reno"
-            assert cc_of(m, e.name) == "reno", e.name
+        said = tasks["Say what this machine's kernel offers"]
+        assert len(said) == 6 and all("sch_netem" in r["msg"] and "clock synchronized"
+                                      in r["msg"] for r in said.values()), said
+        first = playbook("layout", tdir)
+        assert set(changed(first)) == set(MACHINES), changed(first)
+        again = playbook("layout", tdir)  # everything in place: nothing runs, nothing changes
+        assert not changed(again), changed(again)
+        assert all(s["changed"] == 0 for s in again["stats"].values()), again["stats"]
+        now = kernel_state(m)
+        assert {k: laid_out(v, k) for k, v in before.items()} == now
         clients = [h for h in plan.hosts if h.side == "left" and h.role == "bg"]
         servers = [h for h in plan.hosts if h.side == "right" and h.role == "bg"]
+        fg = [h for h in plan.hosts if h.role == "fg"]
         assert {h.machine for h in clients} == {"bgc0", "bgc1"}
-        pairs = [(a, b) for a in clients for b in servers]
+        assert [h.machine for h in fg] == ["fgc0", "fgs0"]
+        pairs = [(a, b) for a in clients for b in servers] + [(fg[0], fg[1])]
         rtts = ping_all(m, plan, pairs)
         for a, b in pairs:
             got = rtts[(a.ip, b.ip)]
@@ -150,18 +193,9 @@ def test_layout_rtts_collect_teardown(testbed, tmp_path):
     finally:
         playbook("teardown", tdir)
     assert not leftovers(m, plan.prefix, [workdir], plan)
-    assert {cc_of(m, e.name) for e in plan.edges} == {before}  # restored by the undo log
+    assert kernel_state(m) == before  # restored by the undo log
+    assert ssh_files() == ssh_before
     playbook("teardown", tdir)  # again: nothing to do, no error
-
-
-TRAFFIC = (b"swell-gen", b"httperf", b"apache2\0-f", b"tcpdump", b"testbed_jobs",
-           b"testbed\0host\0run", b"run.yml")
-
-
-def traffic_processes() -> list[str]:
-    """Every process of a run's traffic or its control, on any machine or here."""
-    return [f"{pid}: {cmd.replace(bytes(1), b' ')[:100]!r}" for pid, cmd in processes()
-            if any(w in cmd for w in TRAFFIC)]
 
 
 @pytest.mark.slow
@@ -199,11 +233,7 @@ def test_teardown_after_a_killed_run(testbed, tmp_path):
         run.kill()
         run.wait()
     tdir = next(study.glob("runs/*/rep*/testbed"))
-    data = json.loads((tdir / "testbed.json").read_text())["plan"]
-    plan = SimpleNamespace(prefix=data["prefix"],
-                           hosts=[EmulatedHost(**h) for h in data["hosts"]],
-                           edges=[SimpleNamespace(**e) for e in data["edges"]],
-                           ports=[SimpleNamespace(**p) for p in data["ports"]])
+    plan = plan_of(tdir)
     assert starts[0].parent.parent.parent.name == plan.prefix
     playbook("teardown", tdir)
     deadline = time.monotonic() + 15  # the killed run's ansible-playbook got SIGTERM

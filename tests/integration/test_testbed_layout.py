@@ -12,7 +12,8 @@ Ansible test; netem, which runs in the VM layer's Debian guest under TCG:
 every netem hop that holds a delay fires its timer 0.1-0.6 ms late there, see
 docs/netem.md, so the round trip may exceed the links by up to 6 hops x 0.6 ms,
 and the difference between two clients must match their links within 1 ms),
-the router's captures hold the pings, and ``down`` leaves nothing: no netem or
+the router's captures hold the pings, a second ``up`` finds everything in place
+(nothing runs, the engine or its captures still run), and ``down`` leaves nothing: no netem or
 htb qdisc on the router's ports (read from tc's text output, the reading that
 finds them before ``down`` in the netem case), no namespace, interface or file
 with the prefix.
@@ -96,14 +97,19 @@ def lay_out(netns, tmp_path: Path, engine: str):
     plan = plan_testbed(spec, {k: list(v) for k, v in links.items()}, hosts,
                         netns.prefix.replace("-", "")[:3] + "tb" + os.urandom(1).hex())
     hv = host_vars(plan, hosts)
-    for name in ["rtr", *MACHINES]:
-        state = Path(hv[name]["swell_state"])
-        state.mkdir(parents=True)
-        (state / "host.json").write_text(json.dumps(hv[name]["swell_host"]))
-        res = subprocess.run(["ip", "netns", "exec", ns[name], *SWELL, "up",
-                              str(state / "host.json")], capture_output=True, text=True,
-                             timeout=120)
-        assert res.returncode == 0, f"{name}: {res.stderr}"
+    for again in (False, True):  # the second time everything is in place: nothing runs
+        for name in ["rtr", *MACHINES]:
+            state = Path(hv[name]["swell_state"])
+            state.mkdir(parents=True, exist_ok=True)
+            (state / "host.json").write_text(json.dumps(hv[name]["swell_host"]))
+            res = subprocess.run(["ip", "netns", "exec", ns[name], *SWELL, "up",
+                                  str(state / "host.json")], capture_output=True, text=True,
+                                 timeout=120)
+            assert res.returncode == 0, f"{name}: {res.stderr}"
+            ran = int(res.stdout.split(": ", 1)[1].split()[0])
+            assert (ran == 0) == again, (name, again, res.stdout)
+            if name == "rtr":
+                assert ("running" if again else "started") in res.stdout, res.stdout
     return ns, plan, hv
 
 

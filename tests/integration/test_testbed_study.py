@@ -1,8 +1,8 @@
-"""``swell run --testbed``: the demo's study across sshd-namespace machines that share
-nothing with the control machine but SSH, against a local run of the same file.
+"""``swell run --testbed``: a Swing + httperf study across sshd-namespace machines that
+share nothing with the control machine but SSH, against a local run of the same file.
 
 The machines are the ones of ``test_testbed`` (five edge machines and a router,
-each a namespace with its own sshd). Two things make them unlike this host:
+each a namespace with its own sshd). Three things make them unlike this host:
 
 * every machine has its own work directory (``hosts.yml``: ``workdir`` per
   machine), so each one's copies of the run's files are its own;
@@ -10,32 +10,43 @@ each a namespace with its own sshd). Two things make them unlike this host:
   temporary folder where the kinds make Apache's objects) is covered, in every
   sshd's mount namespace, by an empty read-only tmpfs: a machine that tried to
   read a schedule or Apache's configuration at the control machine's path
-  would find nothing, and the run would fail.
+  would find nothing, and the run would fail;
+* the machines' swell looks for its native programs in an empty folder
+  (``SWELL_NATIVE_DIR`` in the hosts file's swell command): ``prepare`` must
+  install ``swell-gen`` on the background's machines and ``swell-link`` on the
+  router (this kernel has no ``sch_netem``) from the control machine's build.
 
-The study is ``experiments/demo.yaml`` itself (no background, Poisson, Swing and
-Swing at 4x; httperf fetching 1 MB objects over a 20 Mbit/s, 10 ms dumbbell;
-40 client and 10 server hosts), extended only to shorten it for CI: 8 s of
-measurement after a 2 s warm-up instead of 60 s after 5 s. The same file and
-seed then run locally (``swell run``, no testbed), and the two studies are
-compared: same runs, configurations, access links and asked and offered
-loads; delivered load and the foreground's median response time within the
-tolerances below (measured: docs/testbed.md section 6). ``swell report`` and
-``swell fidelity`` run on the testbed's study.
+The study (:data:`STUDY`) is ``experiments/demo.yaml`` with one configuration:
+Swing at the demo's 4x load (13.2 Mbit/s) with httperf fetching 1 MB objects,
+20 s (the demo's 5 s warm-up, then 15 s), over a 100 Mbit/s bottleneck with
+the demo's 40 ms of queue (500 kB), wide enough that httperf's back-to-back
+downloads leave the background its load: over the demo's 20 Mbit/s they
+saturate it, and a responsive background there moves less than asked however
+long the run (85-88% of asked in 20 s, 78-85% in the demo's 60 s,
+docs/scale.md section 8). It runs through the commands, as a user runs it:
+``swell run STUDY --testbed HOSTS`` (with its report), then ``swell run
+STUDY`` locally, same file and seed. Checked: on both, no problem named by the
+runner and the Swing background delivered at least 90% of its asked load in
+each direction; every machine started its clients on time (its start signal
+came before the start time); what the machines ran names their own copies; the
+same runs, access links and offered load on both sides, delivered load and the
+foreground's median response time within the tolerances below (measured:
+docs/testbed.md section 7); ``swell fidelity`` reads the testbed's captures as
+the local run's; nothing is left afterwards.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import os
+import shutil
 import statistics
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-
-from swell.topologies.testbed import EmulatedHost
 
 from .testbed_machines import (
     MACHINES,
@@ -43,43 +54,41 @@ from .testbed_machines import (
     ROLES,
     SKIPS,
     leftovers,
-    processes,
+    plan_of,
     start_machines,
+    traffic_processes,
 )
 
 pytestmark = SKIPS
 DEMO = REPO / "experiments" / "demo.yaml"
-UNDER_DELIVERED = re.compile(r"background (forward|reverse): delivered [\d.]+ of [\d.]+ "
-                             r"Mbit/s asked \(\d+%\)(, well above it,)? in the window;")
-CI_DEMO = f"extends: {DEMO}\nduration_s: 8\nwarmup_s: 2\n"
-# thresholds from the runs measured on this machine (docs/testbed.md section 6; the
-# demo's seeds are fixed, so every CI run draws the same schedules):
-POISSON_SHARE = 0.9  # of asked, delivered by Poisson (open loop; measured 0.94-0.96)
-# of the schedule's offered load in the window, delivered by Swing: an 8 s window
-# offers every byte of a session started in it, and a responsive background beside
-# back-to-back downloads carries part of it (measured, testbed and local alike:
-# Swing 3.3M 0.16-0.17 of 3.90 Mbit/s, Swing 4x 0.55-0.65 of 19.04): 3/4 of the lowest
-SWING_SHARE = {"Swing 3.3M": 0.12, "Swing 4x": 0.42}
-# testbed against local, same file and seed: delivered load within this share of the
-# asked load (measured 0.00-0.14: Swing 4x's testbed runs carried 12.0-12.4 Mbit/s,
-# its local ones 10.6-10.7), the foreground's median response time within this ratio
-# (measured 0-4%; Swing 4x, seven downloads beside a saturating background, 8-10%),
-# the fidelity bench's generated throughput per direction within this ratio
-# (measured 0.1-1.7%)
-DELIVERED_TOL = 0.25
-MEDIAN_TOL = {"default": 0.15, "Swing 4x": 0.35}
+STUDY = f"""extends: {DEMO}
+name: demo-testbed
+duration_s: 15
+warmup_s: 5
+topology:
+  bottleneck: {{rate_mbps: 100, queue_bytes: 500000}}
+sweep:
+  background:
+    - {{kind: swing, trace: {REPO}/data/pcap/example.pcap, variant: {{target_mbps: 13.2}},
+       label: Swing 4x}}
+"""
+DELIVERED_MIN = 0.9  # of asked, per direction, on both sides (the runner's own line)
+# testbed against local, same file and seed (measured: docs/testbed.md section 6):
+# delivered load within this share of the asked load, the foreground's median response
+# time within this ratio, the fidelity bench's generated throughput per direction
+# within this ratio
+DELIVERED_TOL = 0.1
+MEDIAN_TOL = 0.25
 FIDELITY_TOL = 0.15
-UDP_LOSSES = re.compile(r"background: \d+ connections cut at the end and \d+ failed of \d+ .*"
-                        r"connections failed \(\{'udp-timeout': \d+\}\)$")
+SWELL = [str(REPO / ".venv/bin/python"), "-m", "swell"]
 
 
 @pytest.fixture
-def machines(netns, tmp_path, monkeypatch):
+def machines(netns, tmp_path):
     control = tmp_path / "control"
     (control / "tmp").mkdir(parents=True)
-    monkeypatch.setattr(tempfile, "tempdir", str(control / "tmp"))
-    # the machines' own work directories, where Apache's workers (www-data) can
-    # traverse (pytest's tmp_path is under a 0700 folder)
+    # the machines' own work directories and native folder, where Apache's workers
+    # (www-data) can traverse (pytest's tmp_path is under a 0700 folder)
     work = Path(tempfile.mkdtemp(prefix=f"{netns.prefix}-work-", dir="/tmp"))
     work.chmod(0o755)
     m = start_machines(netns, tmp_path, MACHINES, hide=(control,))
@@ -87,23 +96,20 @@ def machines(netns, tmp_path, monkeypatch):
         yield m, control, work
     finally:
         m.stop()
-        import shutil
-
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _swing_parts(study: Path, run: dict) -> dict[int, tuple[int, list[dict] | None]]:
-    """Per client machine's part of a Swing run: the sessions its schedule planned and
-    the connection records pulled back from it (None when none came back)."""
-    rdir = study / "runs" / run["key"] / f"rep{run['repetition']}" / "background"
-    parts = {}
-    for sched in sorted(rdir.glob("schedule-*.jsonl")):
-        i = int(sched.stem.split("-")[1])
-        rec = rdir / f"records-{i}.jsonl"
-        recs = [json.loads(ln) for ln in rec.read_text().splitlines()] \
-            if rec.exists() else None
-        parts[i] = (len(sched.read_text().splitlines()) - 1, recs)
-    return parts
+def swell(*argv: str, tmpdir: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``swell ARGV`` as a user runs it (its temporary files in ``tmpdir``)."""
+    env = {**os.environ, "SWELL_QUIET": "1", "TMPDIR": str(tmpdir)}
+    return subprocess.run([*SWELL, *argv], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def only_run(study: Path) -> dict:
+    runs = json.loads((study / "results.json").read_text())["runs"]
+    assert len(runs) == 1, [r["label"] for r in runs]
+    return runs[0]
 
 
 def _links(study: Path, run: dict, testbed: bool) -> list[str]:
@@ -115,8 +121,7 @@ def _links(study: Path, run: dict, testbed: bool) -> list[str]:
 
     rdir = study / "runs" / run["key"] / f"rep{run['repetition']}"
     if testbed:
-        plan = json.loads((rdir / "testbed" / "testbed.json").read_text())["plan"]
-        links = [h["link"] for h in plan["hosts"] if h["role"] == "bg"]
+        links = [h.link for h in plan_of(rdir / "testbed").hosts if h.role == "bg"]
     else:
         spec = spec_from_dict(json.loads((rdir / "topology.json").read_text()))
         links = [link.model_dump(mode="json") for side in
@@ -124,162 +129,126 @@ def _links(study: Path, run: dict, testbed: bool) -> list[str]:
     return sorted(json.dumps(x, sort_keys=True) for x in links)
 
 
-def _total(run: dict, what: str) -> float:
-    return sum(run["load"][d][what] or 0.0 for d in ("forward", "reverse"))
-
-
-def _fidelity(study: Path, run: dict, out: Path) -> dict:
+def _fidelity(study: Path, run: dict, out: Path, tmpdir: Path) -> dict:
     """``swell fidelity`` of a run's bottleneck capture (both directions) against the
     capture its Swing model came from."""
-    from swell.cli import main as swell_main
-
     rdir = study / "runs" / run["key"] / f"rep{run['repetition']}"
     merged = out / "generated.pcap"
     out.mkdir(parents=True)
     subprocess.run(["mergecap", "-F", "pcap", "-w", str(merged),
                     *(str(rdir / "capture" / f"bottleneck-{d}.pcap")
                       for d in ("forward", "reverse"))], check=True)
-    assert swell_main(["fidelity", str(REPO / "data" / "pcap" / "example.pcap"), str(merged),
-                       "--skip", "2", "--model", run["model"], "-o", str(out)]) == 0
+    res = swell("fidelity", str(REPO / "data" / "pcap" / "example.pcap"), str(merged),
+                "--skip", "2", "--model", run["model"], "-o", str(out), tmpdir=tmpdir,
+                timeout=300)
+    assert res.returncode == 0, res.stderr
     return json.loads((out / "fidelity.json").read_text())
+
+
+def _delivered(run: dict) -> dict[str, float]:
+    """Delivered over asked, per direction."""
+    return {d: run["load"][d]["delivered_mbps"] / run["load"][d]["asked_mbps"]
+            for d in ("forward", "reverse")}
+
+
+def check_testbed_run(run: dict, rdir: Path, m, work: Path, control_paths: tuple[str, ...]):
+    """What only a testbed run has: machines, timing, files, commands, nothing left."""
+    tb = run["testbed"]
+    assert set(tb["machines"]) == set(MACHINES)
+    assert all(late <= 1.0 for late in tb["late_s"].values()), tb["late_s"]
+    early = tb["start_signal"]["before_start_s"]
+    assert all(e is not None and e > 0 for e in early.values()), tb["start_signal"]
+    for name, files in tb["files"].items():
+        assert files["root"].startswith(f"{work / name}/{tb['prefix']}/{name}/"), files
+    # prepare installed the control machine's native programs where the machines look
+    native = work / "native"
+    assert {f.name for f in native.iterdir()} == {"swell-gen", "swell-link"}
+    for name in ("bgc0", "bgc1", "bgs0", "rtr"):
+        facts = tb["machines"][name]
+        assert facts["native_dir"] == str(native), facts
+        assert facts["swell_gen"] and (name != "rtr" or facts["native_engine"]), facts
+    # what every machine ran names its own copies, never the control machine's files
+    commands = [json.loads(ln) for ln in
+                (rdir / "testbed" / "commands.jsonl").read_text().splitlines()]
+    assert commands
+    for c in commands:
+        assert not any(p in " ".join(c["argv"]) for p in control_paths), c
+    # the foreground's files went to its machines and its capture came back
+    assert tb["files"]["fgs0"]["pushed_files"] >= 2  # Apache's config and its object
+    assert (rdir / "foreground" / "fg-client.pcap").stat().st_size > 24
+    # Swing's schedules went to both client machines and their records came back
+    for i in (0, 1):
+        recs = [json.loads(ln) for ln in
+                (rdir / "background" / f"records-{i}.jsonl").read_text().splitlines()]
+        assert sum(r["ok"] for r in recs) >= 1 and sum(r["rx"] for r in recs) > 0, i
+    assert tb["files"]["bgc0"]["pushed_files"] >= 1
+    assert tb["files"]["bgc0"]["collected_files"] >= 1
+    assert run["bottleneck"]["reverse"]["bg_packets"] > 100  # the router counted it
+    plan = plan_of(rdir / "testbed")
+    left = leftovers(m, plan.prefix, [work / n for n in MACHINES], plan)
+    assert not left, left
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_demo_study_on_the_testbed_as_locally(machines, tmp_path, monkeypatch):
-    from swell.cli import main as swell_main
-    from swell.experiments.report import make_report
-    from swell.experiments.results import load_results
-    from swell.experiments.testbed_study import run_testbed_study
-
-    monkeypatch.setenv("SWELL_QUIET", "1")
+def test_demo_study_on_the_testbed_as_locally(machines, tmp_path):
     m, control, work = machines
-    exp = control / "demo-ci.yaml"
-    exp.write_text(CI_DEMO)
-    hosts = m.hosts_file(ROLES, work / "common", own_workdirs=work)
-    study_dir = control / "study"
+    exp = control / "demo-testbed.yaml"
+    exp.write_text(STUDY)
+    hosts = m.hosts_file(ROLES, work / "common", own_workdirs=work,
+                         env=f"SWELL_NATIVE_DIR={work / 'native'}")
     # the machines do not see the control machine's folder
     seen = m.ssh("bgc0", f"ls -A {control}; test -e {DEMO}")
     assert seen.returncode == 0 and seen.stdout.strip() == "", seen
 
-    study = run_testbed_study(exp, hosts, study_dir)
-    results = load_results(study)
-    runs = results["runs"]
-    assert [r["label"] for r in runs] == ["no background", "Poisson 3.3M", "Swing 3.3M",
-                                          "Swing 4x"]
-    assert make_report(study).exists()
-    control_paths = (str(control), str(tmp_path))
-    for run in runs:
-        label = run["label"]
-        assert run["engine"] == "native"  # this kernel has no sch_netem
-        assert run["engine_lateness"]["frames"] > 0  # the router's swell-link counted them
-        assert run["spec"]["duration_s"] == 8 and run["spec"]["warmup_s"] == 2
-        fg = run["foreground"]
-        assert fg["response_times_s"], f"{label}: no downloads measured"
-        assert fg["httperf"]["status_other"] == 0, fg
-        # short runs cut Swing's longer transfers in flight; a responsive background
-        # beside back-to-back downloads may deliver under 90% of asked in a direction
-        # (a "problem" the runner names, locally too), or over 110% of it (a
-        # heavy-tailed draw in an 8 s window, also named); UDP exchanges lost to the
-        # drops beside the downloads (the demo shows them locally too) are accepted
-        # for Swing; any other problem (failed connections, errors, a machine that
-        # started its clients late) is not
-        problems = [p for p in run["problems"] if "cut at the end and 0 failed" not in p
-                    and not (label.startswith("Swing") and (UNDER_DELIVERED.match(p)
-                                                            or UDP_LOSSES.match(p)))]
-        assert not problems, (label, problems)
-        rdir = study / "runs" / run["key"] / f"rep{run['repetition']}"
-        tb = run["testbed"]
-        assert set(tb["machines"]) == set(MACHINES)
-        assert all(late <= 1.0 for late in tb["late_s"].values()), tb["late_s"]
-        for name, files in tb["files"].items():
-            assert files["root"].startswith(f"{work / name}/{tb['prefix']}/{name}/"), files
-        # what every machine ran names its own copies, never the control machine's files
-        commands = [json.loads(ln) for ln in
-                    (rdir / "testbed" / "commands.jsonl").read_text().splitlines()]
-        assert commands
-        for c in commands:
-            text = " ".join(c["argv"])
-            assert not any(p in text for p in control_paths), c
-        # the foreground's files went to its machines and its capture came back
-        fg_server = tb["files"]["fgs0"]
-        assert fg_server["pushed_files"] >= 2, fg_server  # Apache's config and its object
-        assert (rdir / "foreground" / "fg-client.pcap").stat().st_size > 24
-        data = json.loads((rdir / "testbed" / "testbed.json").read_text())["plan"]
-        plan = SimpleNamespace(hosts=[EmulatedHost(**h) for h in data["hosts"]],
-                               edges=[SimpleNamespace(**e) for e in data["edges"]],
-                               ports=[SimpleNamespace(**p) for p in data["ports"]])
-        left = leftovers(m, data["prefix"], [work / n for n in MACHINES], plan)
-        assert not left, (label, left)
-    by = {r["label"]: r for r in runs}
+    study = control / "study"
+    res = swell("run", str(exp), "--testbed", str(hosts), "-o", str(study),
+                tmpdir=control / "tmp", timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (study / "report" / "index.html").exists()
+    run = only_run(study)
+    rdir = study / "runs" / run["key"] / f"rep{run['repetition']}"
+    assert run["label"] == "Swing 4x" and run["engine"] == "native"  # no sch_netem here
+    assert run["engine_lateness"]["frames"] > 0  # the router's swell-link counted them
+    check_testbed_run(run, rdir, m, work, (str(control), str(tmp_path)))
 
-    # the same file and seed, locally (Apache's objects where its workers can read them:
-    # the machines' work folder, not pytest's 0700 one)
-    monkeypatch.setattr(tempfile, "tempdir", str(work))
+    # the same file and seed, locally (Apache's objects where its workers can read them)
     local_dir = control / "local"
-    assert swell_main(["run", str(exp), "-o", str(local_dir), "--no-report"]) == 0
-    local = {r["label"]: r for r in load_results(local_dir)["runs"]}
-    for label, run in by.items():  # measured (docs/testbed.md section 6)
-        loc = local[label]
-        med = [statistics.median(r["foreground"]["response_times_s"]) for r in (run, loc)]
-        print(f"{label}: delivered testbed {_total(run, 'delivered_mbps'):.2f} local "
-              f"{_total(loc, 'delivered_mbps'):.2f} Mbit/s (asked {_total(run, 'asked_mbps'):.2f}, "
-              f"offered {_total(run, 'offered_mbps'):.2f}); foreground median testbed "
-              f"{med[0] * 1e3:.0f} ms local {med[1] * 1e3:.0f} ms")
+    res = swell("run", str(exp), "-o", str(local_dir), "--no-report", tmpdir=work,
+                timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    loc = only_run(local_dir)
+    med = [statistics.median(r["foreground"]["response_times_s"]) for r in (run, loc)]
+    shares = {"testbed": _delivered(run), "local": _delivered(loc)}
+    print(f"delivered / asked: {shares}; foreground median testbed {med[0] * 1e3:.0f} ms, "
+          f"local {med[1] * 1e3:.0f} ms; start signal {run['testbed']['start_signal']}")
 
-    assert all(by["no background"]["bottleneck"][d]["bg_mean_mbps"] < 0.01
-               for d in ("forward", "reverse"))
-    for label in ("Poisson 3.3M", "Swing 3.3M", "Swing 4x"):
-        run = by[label]
-        asked = 13.2 if label == "Swing 4x" else 3.3
-        assert _total(run, "asked_mbps") == pytest.approx(asked)
-        got = _total(run, "delivered_mbps")
-        if label.startswith("Poisson"):
-            assert got >= POISSON_SHARE * asked, (label, run["load"])
-        else:
-            offered = _total(run, "offered_mbps")
-            assert offered > 0 and got >= SWING_SHARE[label] * offered, (label, run["load"])
-            parts = _swing_parts(study, run)
-            # every client machine with sessions in the draw ran its part of the schedule
-            assert parts, label
-            for i, (planned, recs) in parts.items():
-                assert recs is not None, (label, i, "records not collected", planned)
-                assert sum(r["ok"] for r in recs) >= 1, (label, i, planned, len(recs))
-                assert sum(r["rx"] for r in recs) > 0, (label, i)
-            tb = run["testbed"]  # schedules pushed, records pulled back
-            assert tb["files"]["bgc0"]["pushed_files"] >= 1
-            assert tb["files"]["bgc0"]["collected_files"] >= 1
-            # the router counted the background
-            assert run["bottleneck"]["reverse"]["bg_packets"] > 100
-        if got < 0.9 * asked:
-            assert any("delivered" in p for p in run["problems"]), (label, run["problems"])
-    assert len(_swing_parts(study, by["Swing 4x"])) == 2  # both client machines
-    for _, cmd in processes():
-        assert not any(w in cmd for w in (b"swell-gen", b"httperf", b"testbed_jobs",
-                                          b"testbed\0host\0run", b"apache2\0-f")), cmd[:80]
+    for where, r in (("testbed", run), ("local", loc)):
+        assert not r["problems"], (where, r["problems"])
+        assert all(s >= DELIVERED_MIN for s in shares[where].values()), (where, r["load"])
+        assert r["foreground"]["response_times_s"], f"{where}: no downloads measured"
+        assert r["foreground"]["httperf"]["status_other"] == 0, r["foreground"]["httperf"]
+    assert not traffic_processes()
 
-    # testbed and local: the same runs and results, within the tolerances
-    assert list(local) == list(by)
-    for label, run in by.items():
-        loc = local[label]
-        assert set(run) == set(loc) | {"testbed"}, (label, set(run) ^ set(loc))
-        for key in ("key", "seed", "spec", "background_kind", "asked_mbps"):
-            assert run[key] == loc[key], (label, key)
-        assert _links(study, run, True) == _links(local_dir, loc, False), label
-        for d in ("forward", "reverse"):
-            assert run["load"][d]["asked_mbps"] == loc["load"][d]["asked_mbps"]
-            assert run["load"][d]["offered_mbps"] == pytest.approx(
-                loc["load"][d]["offered_mbps"]), (label, d)  # the same drawn schedule
-        delivered = (_total(run, "delivered_mbps"), _total(loc, "delivered_mbps"))
-        assert abs(delivered[0] - delivered[1]) <= DELIVERED_TOL * max(_total(run, "asked_mbps"),
-                                                                       1.0), (label, delivered)
-        med = [statistics.median(r["foreground"]["response_times_s"]) for r in (run, loc)]
-        assert abs(med[0] / med[1] - 1) <= MEDIAN_TOL.get(label, MEDIAN_TOL["default"]), \
-            (label, med)
+    # testbed and local: the same run and results, within the tolerances
+    assert set(run) == set(loc) | {"testbed"}, set(run) ^ set(loc)
+    for key in ("key", "seed", "spec", "background_kind", "asked_mbps"):
+        assert run[key] == loc[key], key
+    assert _links(study, run, True) == _links(local_dir, loc, False)
+    asked = sum(run["load"][d]["asked_mbps"] for d in ("forward", "reverse"))
+    for d in ("forward", "reverse"):
+        assert run["load"][d]["asked_mbps"] == loc["load"][d]["asked_mbps"]
+        assert run["load"][d]["offered_mbps"] == pytest.approx(loc["load"][d]["offered_mbps"])
+        delivered = [r["load"][d]["delivered_mbps"] for r in (run, loc)]
+        assert abs(delivered[0] - delivered[1]) <= DELIVERED_TOL * asked, (d, delivered)
+    assert abs(med[0] / med[1] - 1) <= MEDIAN_TOL, med
 
     # swell fidelity reads the testbed's captures as a local run's
-    fid = {"testbed": _fidelity(study, by["Swing 4x"], tmp_path / "fid-tb"),
-           "local": _fidelity(local_dir, local["Swing 4x"], tmp_path / "fid-local")}
+    with ThreadPoolExecutor(2) as pool:  # (both at once: the traffic is over)
+        fid = dict(zip(("testbed", "local"), pool.map(
+            lambda a: _fidelity(*a, control / "tmp"),
+            [(study, run, tmp_path / "fid-tb"), (local_dir, loc, tmp_path / "fid-local")]),
+            strict=True))
     dirs = {where: {d["direction"]: d for d in f["directions"]} for where, f in fid.items()}
     assert set(dirs["testbed"]) == set(dirs["local"]) == {"c2s", "s2c"}
     for d, tb in dirs["testbed"].items():

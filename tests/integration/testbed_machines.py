@@ -20,7 +20,9 @@ can give every machine its own work directory.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import json
 import os
 import re
 import secrets
@@ -30,12 +32,14 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
-from swell.nsset import NetnsSet, run_cmd
+from swell.nsset import NetnsSet, ns_run, run_cmd
+from swell.topologies.testbed import EmulatedHost
 
 SSHD = "/usr/sbin/sshd"
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +64,24 @@ def processes() -> list[tuple[str, bytes]]:
                 out.append((pid, Path(f"/proc/{pid}/cmdline").read_bytes()))
             except OSError:
                 continue
+    return out
+
+
+TRAFFIC_PROGRAMS = {b"swell-gen", b"httperf", b"apache2", b"tcpdump"}
+TRAFFIC_ARGS = (b"testbed_jobs", b"testbed\0host\0run", b"/run.yml")
+
+
+def traffic_processes() -> list[str]:
+    """Every process of a run's traffic (by its program, not a word in another command's
+    arguments: a test name such as ``swing_and_httperf`` on this shared host is not
+    httperf) or of its control, on any machine or here."""
+    out = []
+    for pid, cmd in processes():
+        prog = cmd.split(b"\0", 1)[0].rsplit(b"/", 1)[-1]
+        if prog == b"apache2" and b"\0-f\0" not in cmd:
+            continue  # a system Apache, not the foreground's (its own configuration)
+        if prog in TRAFFIC_PROGRAMS or any(w in cmd for w in TRAFFIC_ARGS):
+            out.append(f"{pid}: {cmd.replace(bytes(1), b' ')[:100]!r}")
     return out
 
 
@@ -95,14 +117,16 @@ class Machines:
         return self.tmp / "known_hosts"
 
     def hosts_file(self, roles: dict[str, str], workdir: Path,
-                   own_workdirs: Path | None = None) -> Path:
+                   own_workdirs: Path | None = None, env: str | None = None) -> Path:
         """A hosts file for swell (router ``rtr``; ``roles``: machine -> role;
-        ``own_workdirs``: every machine's work directory is its own folder in it)."""
+        ``own_workdirs``: every machine's work directory is its own folder in it;
+        ``env``: ``VAR=value`` for swell on the machines)."""
         data = {
             "ssh": {"user": "root", "key": str(self.key), "known_hosts": str(self.known_hosts),
                     "strict_host_keys": False},
             "python": "/usr/bin/python3",
-            "swell": f"{REPO}/.venv/bin/python -m swell.experiments.testbed_cli",
+            "swell": f"{'env ' + env + ' ' if env else ''}{REPO}/.venv/bin/python -m "
+                     "swell.experiments.testbed_cli",
             "workdir": str(workdir),
             "links_network": "172.30.0.0/16",
             "router": {"name": "rtr", "address": self.mgmt["rtr"]},
@@ -193,8 +217,66 @@ def start_machines(netns: NetnsSet, tmp: Path, names: list[str],
     return m
 
 
+def plan_of(tdir: Path) -> SimpleNamespace:
+    """The testbed plan a rendered directory holds (``testbed.json``), as attributes."""
+    data = json.loads((tdir / "testbed.json").read_text())["plan"]
+    return SimpleNamespace(prefix=data["prefix"], spec=data["spec"],
+                           hosts=[EmulatedHost(**h) for h in data["hosts"]],
+                           edges=[SimpleNamespace(**e) for e in data["edges"]],
+                           ports=[SimpleNamespace(**p) for p in data["ports"]])
+
+
+def exp_devs(m: Machines, name: str) -> list[str]:
+    """A machine's experiment interfaces: ``exp0``, or the router's ``r<N>``."""
+    return [f"r{j}" for j, n in enumerate(m.names) if n != "rtr"] if name == "rtr" else ["exp0"]
+
+
+def kernel_state(m: Machines) -> dict[str, str]:
+    """What layout changes and teardown must restore: every experiment interface's
+    offloads (machines' ``exp0``, the router's ``r<N>``), the router's forwarding and
+    reverse-path filters, the edge machines' TCP congestion control."""
+    out = {}
+    for name in m.names:
+        ns, devs = m.ns[name], exp_devs(m, name)
+        for dev in devs:
+            text = ns_run(ns, "ethtool", "-k", dev).stdout
+            for feat in ("tcp-segmentation-offload", "generic-segmentation-offload",
+                         "generic-receive-offload"):
+                out[f"{name} {dev} {feat}"] = re.search(rf"^{feat}: (\S+)", text, re.M).group(1)
+        keys = ["net.ipv4.ip_forward", "net.ipv4.conf.all.rp_filter",
+                *(f"net.ipv4.conf.{d}.rp_filter" for d in devs)] if name == "rtr" \
+            else ["net.ipv4.tcp_congestion_control"]
+        for key in keys:
+            out[f"{name} {key}"] = ns_run(ns, "sysctl", "-n", key).stdout.strip()
+    return out
+
+
+def unlike_a_testbed(m: Machines) -> None:
+    """Set what layout must change to values it changes (and teardown must restore):
+    offloads on, forwarding off and strict reverse-path filtering on the router."""
+    for name in m.names:
+        for dev in exp_devs(m, name):
+            ns_run(m.ns[name], "ethtool", "-K", dev, "tso", "on", "gso", "on", "gro", "on")
+    ns_run(m.ns["rtr"], "sysctl", "-qw", "net.ipv4.ip_forward=0",
+           "net.ipv4.conf.all.rp_filter=1", *(f"net.ipv4.conf.r{j}.rp_filter=1"
+                                               for j, n in enumerate(m.names) if n != "rtr"))
+
+
+def ssh_files() -> dict[str, str]:
+    """Every file under ``~/.ssh`` and ``/etc/ssh`` with a digest of its contents and mode:
+    the testbed machines and Ansible must leave them as they are."""
+    out = {}
+    for top in (Path.home() / ".ssh", Path("/etc/ssh")):
+        for f in sorted(top.rglob("*")) if top.exists() else []:
+            if f.is_file():
+                out[str(f)] = f"{f.stat().st_mode:o} " + hashlib.sha256(f.read_bytes()).hexdigest()
+        out[str(top)] = "present" if top.exists() else "absent"
+    return out
+
+
 def leftovers(m: Machines, prefix: str, workdirs: list[Path], plan: Any) -> list[str]:
-    """Everything with the run's prefix still on any machine (or files in a workdir)."""
+    """Everything with the run's prefix still on any machine, and anything in a
+    machine's work directory (Ansible's own files included)."""
     left = [f"netns {n}" for n in os.listdir("/run/netns") if n.startswith(prefix)]
     aliases = {h.ip for h in plan.hosts} | {e.link_ip.split("/")[0] for e in plan.edges} | \
         {p.ip.split("/")[0] for p in plan.ports}
@@ -217,5 +299,5 @@ def leftovers(m: Machines, prefix: str, workdirs: list[Path], plan: Any) -> list
         if prefix.encode() in cmd and b"pytest" not in cmd:
             shown = cmd.replace(b"\0", b" ")[:80]
             left.append(f"process {pid}: {shown!r}")
-    left += [f"files: {w / prefix}" for w in workdirs if (w / prefix).exists()]
+    left += [f"files: {f}" for w in workdirs if w.exists() for f in w.iterdir()]
     return left

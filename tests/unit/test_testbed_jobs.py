@@ -213,6 +213,7 @@ def test_the_executor_times_its_jobs_from_the_start_signal(tmp_path):
     assert out[4][1:] == ["stats"] and out[1] == ["READY", "bye"]  # its stop signals
     assert st["jobs"]["3"]["rc"] == -15 and st["jobs"]["4"]["rc"] == 0
     assert st["jobs"]["2"]["probe"] and st["jobs"]["3"]["late_s"] < 0.5
+    assert 0 < st["start"] - st["signal_at"] <= 0.5  # the signal came before T0
     # the servers were stopped last, after the end
     assert st["jobs"]["1"]["signalled"] > st["jobs"]["4"]["signalled"] >= start + 1.5
     assert set(json.loads((state / "jobs" / "pids.json").read_text())) == {"1", "3", "4"}
@@ -268,3 +269,38 @@ def test_kinds_the_testbed_does_not_run_are_refused():
     check_supported("swing", "httperf")
     with pytest.raises(SwellError, match="'bulk' does not run on a testbed"):
         check_supported("none", "bulk")
+
+
+def test_a_late_machine_says_whether_its_start_signal_was_late():
+    """The run's lateness problems name the cause: a start signal that reached the machine
+    after the start time (with the measured rehearsal and the lead), or a machine that
+    had it in time and was slow itself."""
+    from swell.experiments.testbed_study import lateness_problems, start_and_lateness
+
+    job = {"late_s": 0.0}
+    statuses = {"a": {"start": 100.0, "signal_at": 96.0, "jobs": {"1": job}},
+                "b": {"start": 100.0, "signal_at": 102.5, "jobs": {"1": {"late_s": 2.55}}},
+                "c": {"start": 100.0, "signal_at": 97.0, "jobs": {"1": {"late_s": 1.5}}}}
+    t0, late, early = start_and_lateness(statuses)
+    assert t0 == 100.0 and early == {"a": 4.0, "b": -2.5, "c": 3.0}
+    got = lateness_problems(late, early, {"delivery_s": 1.2, "lead_s": 4.0})
+    assert got == ["testbed: b started its clients 2.5 s late (its start signal came 2.5 s "
+                   "after the start time: lead 4.0 s, rehearsal 1.2 s)",
+                   "testbed: c started its clients 1.5 s late (its start signal came 3.0 s "
+                   "before the start time: the machine was slow to start them)"]
+    with pytest.raises(SwellError, match="start times"):
+        start_and_lateness({**statuses, "d": {"start": 101.0, "jobs": {}}})
+
+
+def test_the_guide_lists_the_kinds_that_run_on_a_testbed():
+    """docs/testbed.md names, per role, exactly the kinds whose class says ``testbed``."""
+    import re
+
+    from swell.generators import registry
+
+    text = " ".join((REPO / "docs" / "testbed.md").read_text().split())
+    said = re.search(r"backgrounds (.*?); foregrounds (.*?) \(", text)
+    assert said, "docs/testbed.md: no list of the testbed's kinds"
+    for role, listed in zip(("background", "foreground"), said.groups(), strict=True):
+        names = {n for n, cls in registry.kinds(role).items() if cls.testbed}
+        assert set(re.findall(r"`([a-z_]+)`", listed)) == names, (role, listed)
