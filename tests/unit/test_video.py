@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -13,7 +14,7 @@ from swell.analysis import video as V
 from swell.errors import EnvironmentProblem, SwellError
 from swell.experiments.schema import load_experiment
 from swell.generators import video_client as VC
-from swell.generators.video import VideoKind, VideoSpec
+from swell.generators.video import BUFFER_LADDER, VideoKind, VideoSpec
 from swell.placement import PathFacts
 
 FPS = 30.0
@@ -295,3 +296,30 @@ def test_swell_run_without_ffmpeg_is_exit_3_before_anything_is_written(tmp_path:
     err = capsys.readouterr().err
     assert "ffmpeg" in err and "apt-get install ffmpeg" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_report_stall_table_is_the_runs_means_per_configuration():
+    """The report's stall table, from the stored Figure 11 study (both transports, D = 0
+    and 10 s): a row per configuration with its transport, buffer, the repetitions' mean
+    late frames and stall time, and a stall-time column per buffer of the ladder."""
+    from swell.experiments.results import group_runs, load_results
+    from swell.generators.video_report import _table
+
+    stored = Path(__file__).resolve().parents[2] / "docs/paper/fig11_video_buffering"
+    groups = group_runs(load_results(stored / "results.json"))
+    page = _table(groups)
+    head = re.findall(r"<th>([^<]*)</th>", page)
+    rows = {r[0]: dict(zip(head, r, strict=True)) for r in
+            (re.findall(r"<td>([^<]*)</td>", tr) for tr in re.findall(r"<tr><td>.*?</tr>", page))}
+    assert sorted(rows) == sorted(groups) and len(rows) == 8
+    for label, runs in groups.items():
+        row, fgs = rows[label], [r["foreground"] for r in runs]
+        assert row["transport"] == fgs[0]["transport"] == label.rsplit(" / ", 1)[1]
+        assert float(row["buffer (s)"]) == fgs[0]["buffer_s"] == float(label.split(" / ")[0])
+        assert float(row["late frames"]) == pytest.approx(
+            np.mean([f["late_frames"] for f in fgs]), abs=0.05)
+        assert float(row["stall time (s)"]) == pytest.approx(
+            np.mean([f["stall_s"] for f in fgs]), abs=0.005)
+        assert row["runs"] == str(len(runs)) == "3"
+        ladder = [float(row[f"stall s @ {d:g} s"]) for d in BUFFER_LADDER]
+        assert ladder == sorted(ladder, reverse=True), (label, ladder)
