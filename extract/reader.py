@@ -23,19 +23,29 @@ Timestamps are left as recorded.
 Warning reasons (``tr.warnings`` keys; only those that occurred):
 
 - packets not returned: ``truncated_last_record`` (file ends inside a
-  record), ``corrupt_record`` (impossible record length: pcapng skips the
-  block; classic pcap resumes at the next offset within 1 MiB where two
-  consecutive record headers look valid, counting ``resync_skipped_bytes``,
-  or stops, leaving ``size - offset`` bytes unread), ``bad_interface_id``
-  (pcapng packet naming an interface that was never described);
-- file structure: ``truncated_block``, ``corrupt_block`` (pcapng framing),
-  ``no_timestamp`` (pcapng simple packet block: previous timestamp used);
+  record), ``corrupt_record`` (impossible record length, or a pcapng packet
+  block whose length is damaged: the reader resumes at the next offset within
+  1 MiB where a chain of plausible records (four pcap record headers, three
+  pcapng blocks with matching trailing lengths) follows, counting
+  ``resync_skipped_bytes``, or stops, leaving ``size - offset`` bytes unread),
+  ``bad_interface_id`` (pcapng packet naming an interface that was never
+  described);
+- file structure: ``truncated_block``, ``corrupt_block`` (pcapng framing: a
+  damaged length, skipped as above; a damaged trailing length alone is
+  counted and the block read), ``no_timestamp`` (pcapng simple packet block:
+  previous timestamp used);
 - packets returned with a note: ``non_ip`` (``ipver == 0``),
   ``unknown_linktype`` (``ipver == 0``), ``short_packet`` (a header is cut
   before its fields; ``l4_ok`` False), ``bad_ip_header``, ``bad_tcp_header``,
   ``ip_len_exceeds_frame``, ``caplen_exceeds_wirelen``, ``ts_backwards``
   (earlier than the previous packet), ``ts_jump`` (more than a day from the
   previous packet, either way).
+
+:attr:`Trace.damage` sums it up for the commands' warning line and their JSON:
+the packets not returned, the bytes lost (skipped by a resync, and
+``unread_bytes``: what was left unread at the end when the reader stopped) and
+an estimate of the packets in the unread bytes. :func:`read_with_offsets` also
+gives the file offset of each packet's bytes (what a raw replay copies).
 
 Column semantics beyond the names: ``l4_ok`` means every transport field in
 the chunk was captured (TCP through the window field, UDP's 8 bytes, ICMP's
@@ -251,6 +261,8 @@ def _lib() -> ctypes.CDLL:
             ),
             "swell_pcap_offset": ([vp], ctypes.c_uint64),
             "swell_pcap_first_damage": ([vp], ctypes.c_uint64),
+            "swell_pcap_keep_offsets": ([vp, ctypes.c_int32], ctypes.c_int32),
+            "swell_pcap_offsets": ([vp, ctypes.POINTER(ctypes.c_uint64), sz], ctypes.c_int64),
             "swell_pcap_digest": ([vp, vp, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int32),
             "swell_pcap_close": ([vp], None),
         }
@@ -277,11 +289,13 @@ def _skip_reasons() -> frozenset[str]:
 class Trace:
     """An open capture file; use :func:`open_trace`."""
 
-    def __init__(self, path: str, handle: int) -> None:
+    def __init__(self, path: str, handle: int, size: int | None = None) -> None:
         self.path = path
         self._h: int | None = handle
         self._lib = _lib()
-        self.size = os.path.getsize(path) if os.path.exists(path) else 0
+        if size is None:
+            size = os.path.getsize(path) if os.path.exists(path) else 0
+        self.size = size
 
     def __enter__(self) -> Trace:
         return self
@@ -346,6 +360,25 @@ class Trace:
         while (chunk := self.read_chunk(max_packets)) is not None:
             yield chunk
 
+    def chunks_with_offsets(self, max_packets: int = DEFAULT_CHUNK
+                            ) -> Iterator[tuple[PacketChunk, np.ndarray]]:
+        """:meth:`chunks`, each with the file offset of its packets' captured bytes
+        (``uint64``, one per row): packet ``i``'s bytes are the file's
+        ``[off[i], off[i] + caplen[i])``."""
+        self._lib.swell_pcap_keep_offsets(self._handle(), 1)
+        try:
+            while (chunk := self.read_chunk(max_packets)) is not None:
+                off = np.empty(len(chunk), dtype=np.uint64)
+                got = self._lib.swell_pcap_offsets(
+                    self._handle(), off.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                    len(chunk))
+                if got != len(chunk):  # the ABI promises one per row
+                    raise TraceError(self.path, f"{got} offsets for {len(chunk)} packets")
+                yield chunk, off
+        finally:
+            if self._h is not None:
+                self._lib.swell_pcap_keep_offsets(self._h, 0)
+
     def digest(self) -> tuple[str, int]:
         """XXH3-128 of the whole file (32 hex digits, canonical order) and its size.
 
@@ -404,11 +437,22 @@ class Trace:
 
     @property
     def damage(self) -> Damage:
-        """What was not returned so far (skipped records, damaged blocks, a cut end)."""
+        """What was not returned so far (skipped records, damaged blocks, a cut end, and
+        once the reader has stopped, the bytes it left unread at the end)."""
         w = self.warnings
         first = int(self._lib.swell_pcap_first_damage(self._handle()))
-        return Damage(self.path, {r: c for r, c in w.items() if r in DAMAGE_REASONS},
-                      self.skipped, None if first == (1 << 64) - 1 else first)
+        reasons = {r: c for r, c in w.items() if r in DAMAGE_REASONS}
+        info = self.info
+        unread = max(0, self.size - self.offset) if info.complete else 0
+        estimate = 0
+        if unread:
+            reasons["unread_bytes"] = unread
+            # records of the file's mean size (headers included) in the unread bytes
+            mean = max(self.offset - reasons.get("resync_skipped_bytes", 0), 1) / max(
+                info.packets, 1)
+            estimate = int(unread / mean) if info.packets else 0
+        return Damage(self.path, reasons, self.skipped,
+                      None if first == (1 << 64) - 1 else first, estimate)
 
     @property
     def skipped(self) -> int:
@@ -419,23 +463,34 @@ class Trace:
 
 SKIP_REASONS = ("truncated_last_record", "corrupt_record", "bad_interface_id")
 DAMAGE_REASONS = SKIP_REASONS + ("truncated_block", "corrupt_block", "resync_skipped_bytes")
+BYTE_REASONS = ("resync_skipped_bytes", "unread_bytes")  # counts of bytes, not packets
 
 
 @dataclass(frozen=True)
 class Damage:
-    """Damage the reader met in a file: reason -> count (packets, blocks or bytes for
-    ``resync_skipped_bytes``), packets not returned, and the file offset of the first."""
+    """Damage the reader met in a file: reason -> count (packets or blocks; bytes for
+    :data:`BYTE_REASONS`: ``resync_skipped_bytes``, and ``unread_bytes`` left at the end
+    when the reader stopped), packets not returned, the file offset of the first, and
+    about how many packets the unread bytes held (at the file's mean record size)."""
 
     path: str
     reasons: dict[str, int]
     skipped_packets: int
     first_offset: int | None
+    unread_packets_estimate: int = 0
 
     def __bool__(self) -> bool:
         return bool(self.reasons)
 
+    @property
+    def lost_bytes(self) -> int:
+        """Bytes of the file that gave no packet: skipped by a resync or left unread."""
+        return sum(int(self.reasons.get(r, 0)) for r in BYTE_REASONS)
+
     def to_json(self) -> dict[str, Any]:
         return {"reasons": self.reasons, "skipped_packets": self.skipped_packets,
+                "lost_bytes": self.lost_bytes,
+                "unread_packets_estimate": self.unread_packets_estimate,
                 "first_offset": self.first_offset}
 
     def one_line(self) -> str:
@@ -445,8 +500,14 @@ class Damage:
         where = f", first at byte {self.first_offset:,}" if self.first_offset is not None else ""
         why = ", ".join(f"{r} {c:,}" for r, c in sorted(self.reasons.items()))
         n = self.skipped_packets
+        lost = f", {self.lost_bytes:,} bytes lost" if self.lost_bytes else ""
+        unread = int(self.reasons.get("unread_bytes", 0))
+        if unread:
+            more = self.unread_packets_estimate
+            lost += f" ({unread:,} unread at the end" + (
+                f", about {more:,} packet{'' if more == 1 else 's'} more)" if more else ")")
         return (f"{self.path}: damaged capture: {n:,} packet{'' if n == 1 else 's'} not "
-                f"returned ({why}){where}")
+                f"returned ({why}){lost}{where}")
 
 
 # Path -> the damage a Trace of it had met when it was closed: commands that read a
@@ -481,13 +542,44 @@ def open_bytes(data: bytes, name: str = "<memory>") -> Trace:
     handle = lib.swell_pcap_open_mem(data, len(data), err, _ERRLEN)
     if not handle:
         raise TraceError(name, err.value.decode(errors="replace"))
-    return Trace(name, handle)
+    return Trace(name, handle, len(data))
 
 
 def read_all(path: str | os.PathLike[str]) -> PacketChunk:
     """Every packet of a (small) file as one chunk."""
     with open_trace(path) as tr:
         return PacketChunk.concat(list(tr.chunks()))
+
+
+def read_with_offsets(path: str | os.PathLike[str]) -> tuple[PacketChunk, np.ndarray, TraceInfo]:
+    """Every packet of a (small) file as one chunk, the file offset of each packet's
+    captured bytes (``uint64``) and the file's :class:`TraceInfo`: the packets the
+    reader returns, located in the file (after damage too), for tools that copy them."""
+    with open_trace(path) as tr:
+        parts = list(tr.chunks_with_offsets())
+        info = tr.info
+    chunk = PacketChunk.concat([c for c, _ in parts])
+    offsets = np.concatenate([o for _, o in parts]) if parts else np.zeros(0, np.uint64)
+    return chunk, offsets, info
+
+
+def trackable(chunk: PacketChunk) -> np.ndarray:
+    """The packets the connection tracker takes: TCP or UDP over IP, transport header
+    captured, not a later fragment (``conntrack_prep.rs``'s ``skip_reason``)."""
+    return ((chunk.ipver > 0) & np.isin(chunk.proto, (6, 17)) & chunk.l4_ok
+            & ((chunk.frag & FRAG_LATER) == 0))
+
+
+def census(path: str | os.PathLike[str]) -> tuple[int, int, Damage]:
+    """Packets in a capture, how many of them the connection tracker takes
+    (:func:`trackable`), and the reader's damage: read once, a chunk at a time (what
+    ``swell check`` asks of a trace a model will be extracted from)."""
+    packets = tracked = 0
+    with open_trace(path) as tr:
+        for chunk in tr.chunks():
+            packets += len(chunk)
+            tracked += int(trackable(chunk).sum())
+        return packets, tracked, tr.damage
 
 
 def addr_to_str(hi: int, lo: int) -> str:

@@ -33,6 +33,7 @@ BAD_EXPERIMENTS = {
     "exp-dup-label.yaml": (":12:", "label 'same'"),
     "exp-empty.yaml": ("exp-empty.yaml", "empty experiment file"),
     "exp-garbage-trace.yaml": (":9:", "garbage.pcap: not a pcap"),
+    "exp-header-only-trace.yaml": (":9:", "header-only.pcap: no packets in the trace"),
     "exp-latin1.yaml": ("exp-latin1.yaml", "not UTF-8"),
     "exp-loss.yaml": (":6:", "loss"),
     "exp-missing-trace.yaml": (":9:", "missing.pcap: no such file"),
@@ -371,7 +372,7 @@ def test_swing_model_from_a_damaged_trace_says_so(tmp_path: Path) -> None:
     assert damage["source"] == str(BAD / "corrupt-length.pcap")
     assert damage["skipped_packets"] == 1 and damage["reasons"]["corrupt_record"] == 1
     assert line.endswith("damaged capture: 1 packet not returned (corrupt_record 1, "
-                         "resync_skipped_bytes 1,430), first at byte 4,009"), line
+                         "resync_skipped_bytes 1,430), 1,430 bytes lost, first at byte 4,009"), line
     # the cached model (the next runs of the study) still says it; a clean trace does not
     bg, fg = prepare_kinds(load_experiment(exp), ctx)
     assert input_damage({"background": bg})["background"][1] == line

@@ -13,6 +13,7 @@ pub mod ct_abi;
 pub mod digest;
 pub mod dissect;
 pub mod reader;
+pub mod resync;
 pub mod source;
 pub mod warn;
 
@@ -292,8 +293,36 @@ pub unsafe extern "C" fn swell_pcap_close(h: *mut Handle) {
     }
 }
 
-/// Bytes of the file consumed so far (for progress display).
+/// Keep (`on` != 0) or stop keeping the file offset of each returned packet's
+/// captured bytes (`swell_pcap_offsets`); off by default.
 ///
+/// # Safety
+/// `h` comes from an open call.
+#[no_mangle]
+pub unsafe extern "C" fn swell_pcap_keep_offsets(h: *mut Handle, on: i32) -> i32 {
+    let Some(h) = h.as_mut() else { return -1 };
+    h.reader.offsets = (on != 0).then(Vec::new);
+    0
+}
+
+/// Copy the offsets kept for the rows of the last read (up to `n`, row order) into
+/// `out`; returns how many, -1 when offsets are not kept.
+///
+/// # Safety
+/// `h` comes from an open call; `out` is writable for `n` elements.
+#[no_mangle]
+pub unsafe extern "C" fn swell_pcap_offsets(h: *const Handle, out: *mut u64, n: usize) -> i64 {
+    let Some(v) = h.as_ref().and_then(|h| h.reader.offsets.as_ref()) else {
+        return -1;
+    };
+    if out.is_null() {
+        return -1;
+    }
+    let k = v.len().min(n);
+    std::ptr::copy_nonoverlapping(v.as_ptr(), out, k);
+    k as i64
+}
+
 /// File offset of the first damaged record or block, `u64::MAX` when none.
 ///
 /// # Safety
@@ -305,6 +334,8 @@ pub unsafe extern "C" fn swell_pcap_first_damage(h: *const Handle) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// Bytes of the file consumed so far (for progress display).
+///
 /// # Safety
 /// `h` comes from an open call.
 #[no_mangle]

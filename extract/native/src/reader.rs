@@ -13,6 +13,9 @@ use std::io::{self, Read};
 
 use crate::columns::{Meta, Sink};
 use crate::dissect::{dissect, linktype_known, Row};
+use crate::resync::{
+    block_chain, header_chain, plausible_header, rd16, rd32, RESYNC_CHAIN, RESYNC_WINDOW, SHB,
+};
 use crate::source::Source;
 use crate::warn::{Warn, Warnings};
 
@@ -23,11 +26,7 @@ const MAX_BLOCK: usize = 64 << 20;
 /// libpcap's largest snap length; longer records are corrupt unless the
 /// file's snap length allows them.
 const RESYNC_MAX_CAPLEN: usize = 262_144;
-const RESYNC_WINDOW: usize = 1 << 20;
-/// Consecutive plausible record headers that mark a resync point.
-const RESYNC_CHAIN: usize = 4;
 const DAY_NS: i64 = 86_400 * 1_000_000_000;
-const SHB: u32 = 0x0A0D_0D0A;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TsRes {
@@ -100,26 +99,9 @@ pub struct Reader {
     /// File offset of the first damage (a record or block not returned, a
     /// truncated end): what the commands report beside the counts.
     pub first_damage: Option<u64>,
-}
-
-#[inline]
-fn rd16(be: bool, d: &[u8], o: usize) -> u16 {
-    let b = [d[o], d[o + 1]];
-    if be {
-        u16::from_be_bytes(b)
-    } else {
-        u16::from_le_bytes(b)
-    }
-}
-
-#[inline]
-fn rd32(be: bool, d: &[u8], o: usize) -> u32 {
-    let b = [d[o], d[o + 1], d[o + 2], d[o + 3]];
-    if be {
-        u32::from_be_bytes(b)
-    } else {
-        u32::from_le_bytes(b)
-    }
+    /// When kept (`Some`): the file offset of each packet's captured bytes among
+    /// the rows of the last `read`, in row order (replay copies them from the file).
+    pub offsets: Option<Vec<u64>>,
 }
 
 fn rd64(be: bool, d: &[u8], o: usize) -> u64 {
@@ -191,6 +173,7 @@ impl Reader {
             ifaces: Vec::new(),
             section_base: 0,
             first_damage: None,
+            offsets: None,
             snaplen: 0,
             stats: Stats::default(),
             done: false,
@@ -250,6 +233,9 @@ impl Reader {
     /// consumer such as the connection tracker's selection); 0 rows means the end of
     /// the file.
     pub fn read(&mut self, cols: &mut impl Sink) -> io::Result<usize> {
+        if let Some(v) = self.offsets.as_mut() {
+            v.clear();
+        }
         if self.done {
             return Ok(0);
         }
@@ -314,6 +300,10 @@ impl Reader {
                 linktype,
             };
             store(&mut self.stats, cols, n, &m, &rec[hl..]);
+            let at = self.src.offset + hl as u64;
+            if let Some(v) = self.offsets.as_mut() {
+                v.push(at);
+            }
             self.src.consume(hl + caplen);
             n += 1;
         }
@@ -339,13 +329,15 @@ impl Reader {
         let buf = self.src.peek(avail);
         let prev_sec = self.stats.prev_ts.map(|t| t.div_euclid(1_000_000_000));
         let limit = self.max_caplen();
-        let ok = |h: &[u8]| plausible_header(self.be, nano, limit, prev_sec, h);
+        let ok = |h: &[u8]| plausible_header(self.be, nano, limit, MAX_RECORD, prev_sec, h);
         let chain = |p: usize| header_chain(buf, whole, hl, p, &ok);
         let wirelen = rd32(self.be, buf, 12) as usize;
         let hint = (wirelen <= limit).then_some(hl + wirelen);
+        // the window bounds the search whatever the source happens to hold
+        let end = avail.min(RESYNC_WINDOW).saturating_sub(hl);
         let found = hint
-            .filter(|&p| p < avail && chain(p))
-            .or_else(|| (1..avail.saturating_sub(hl)).find(|&p| chain(p)));
+            .filter(|&p| p < avail.min(RESYNC_WINDOW) && chain(p))
+            .or_else(|| (1..end).find(|&p| chain(p)));
         let skip = found.unwrap_or(0);
         self.stats.warnings.counts[Warn::ResyncSkippedBytes as usize] += skip as u64;
         self.src.consume(skip);
@@ -364,11 +356,18 @@ impl Reader {
         let buf = self.src.peek(avail);
         let prev_sec = self.stats.prev_ts.map(|t| t.div_euclid(1_000_000_000));
         let limit = self.max_caplen();
-        let ok = |h: &[u8]| plausible_header(self.be, nano, limit, prev_sec, h);
+        let ok = |h: &[u8]| plausible_header(self.be, nano, limit, MAX_RECORD, prev_sec, h);
         let next = hl + caplen;
         Ok((whole && next == avail) || (next < avail && header_chain(buf, whole, hl, next, &ok)))
     }
 
+    /// pcapng blocks. A block whose leading length is impossible, whose trailing
+    /// length differs with no plausible block where the leading one says the next
+    /// starts, or which runs past the end of the file while a real block follows
+    /// inside it, is damage: counted (`corrupt_block`, plus `corrupt_record` for a
+    /// packet block) and skipped by resyncing at the next plausible chain of blocks
+    /// (`resync.rs`), so one bad length costs one block. A trailing length alone
+    /// damaged costs nothing (the block is read, `corrupt_block` counted).
     fn read_pcapng(&mut self, cols: &mut impl Sink) -> io::Result<usize> {
         let mut n = 0;
         loop {
@@ -383,34 +382,37 @@ impl Reader {
             if is_packet && n >= cols.capacity() {
                 break;
             }
+            let mut sane = true;
             if btype == SHB {
                 if !self.src.fill(12)? {
                     self.finish(Some(Warn::TruncatedBlock));
                     break;
                 }
-                self.be = match self.src.peek(12)[8..12] {
-                    [0x1a, 0x2b, 0x3c, 0x4d] => true,
-                    [0x4d, 0x3c, 0x2b, 0x1a] => false,
-                    _ => {
-                        self.finish(Some(Warn::CorruptBlock));
-                        break;
-                    }
-                };
-                self.section_base = self.ifaces.len();
+                match self.src.peek(12)[8..12] {
+                    [0x1a, 0x2b, 0x3c, 0x4d] => self.be = true,
+                    [0x4d, 0x3c, 0x2b, 0x1a] => self.be = false,
+                    _ => sane = false,
+                }
             }
             let blen = rd32(self.be, self.src.peek(8), 4) as usize;
-            if blen < 12 || !blen.is_multiple_of(4) || blen > MAX_BLOCK {
-                self.finish(Some(Warn::CorruptBlock));
-                break;
-            }
-            if !self.src.fill(blen)? {
-                let w = if is_packet {
+            sane &= blen >= 12 && blen.is_multiple_of(4) && blen <= MAX_BLOCK;
+            let filled = sane && self.src.fill(blen)?;
+            if sane && !filled && !self.resync_found()? {
+                self.finish(Some(if is_packet {
                     Warn::TruncatedLastRecord
                 } else {
                     Warn::TruncatedBlock
-                };
-                self.finish(Some(w));
+                }));
                 break;
+            }
+            if !filled || !self.trailer_ok(blen)? {
+                if self.skip_damaged_block(is_packet)? {
+                    continue;
+                }
+                break;
+            }
+            if btype == SHB {
+                self.section_base = self.ifaces.len();
             }
             if self.block(btype, blen, cols, n) {
                 n += 1;
@@ -418,6 +420,66 @@ impl Reader {
             self.src.consume(blen);
         }
         Ok(n)
+    }
+
+    /// Whether the complete block at the read position (`blen` bytes) can be
+    /// trusted: its trailing length matches; or it does not, and the block does not
+    /// end earlier (no offset `p` inside it holds `p` as a trailing length with a
+    /// chain of plausible blocks after it: a damaged leading length that lands on a
+    /// later block boundary) while a chain starts where its leading length ends it
+    /// (then only the trailer was damaged).
+    fn trailer_ok(&mut self, blen: usize) -> io::Result<bool> {
+        let be = self.be;
+        if rd32(be, self.src.peek(blen), blen - 4) as usize == blen {
+            return Ok(true);
+        }
+        let whole = !self.src.fill(blen + RESYNC_WINDOW)?;
+        let buf = self.src.peek(self.src.available());
+        let ends_earlier = (12..blen).step_by(4).any(|p| {
+            rd32(be, buf, p - 4) as usize == p && block_chain(buf, whole, p, be, MAX_BLOCK)
+        });
+        Ok(!ends_earlier
+            && ((whole && buf.len() == blen) || block_chain(buf, whole, blen, be, MAX_BLOCK)))
+    }
+
+    /// A damaged block at the read position: count it, then resync; false (and the
+    /// read ends) when no plausible block follows within the window.
+    fn skip_damaged_block(&mut self, is_packet: bool) -> io::Result<bool> {
+        self.damage(Warn::CorruptBlock);
+        if is_packet {
+            self.stats.warnings.add(Warn::CorruptRecord);
+        }
+        let found = self.resync_block()?;
+        if !found {
+            self.finish(None);
+        }
+        Ok(found)
+    }
+
+    /// The offset (after the read position, within `RESYNC_WINDOW`) of the first
+    /// chain of plausible pcapng blocks, if any.
+    fn next_block(&mut self) -> io::Result<Option<usize>> {
+        let whole = !self.src.fill(RESYNC_WINDOW)?;
+        let avail = self.src.available();
+        let buf = self.src.peek(avail);
+        let end = avail.min(RESYNC_WINDOW).saturating_sub(11);
+        Ok((1..end).find(|&p| block_chain(buf, whole, p, self.be, MAX_BLOCK)))
+    }
+
+    /// Whether a real block starts inside the one at the read position (whose
+    /// length runs past the end of the file): then that length is damaged.
+    fn resync_found(&mut self) -> io::Result<bool> {
+        Ok(self.next_block()?.is_some())
+    }
+
+    /// Skip to the next plausible block; skipped bytes are counted. False when
+    /// there is none within the window.
+    fn resync_block(&mut self) -> io::Result<bool> {
+        let found = self.next_block()?;
+        let skip = found.unwrap_or(0);
+        self.stats.warnings.counts[Warn::ResyncSkippedBytes as usize] += skip as u64;
+        self.src.consume(skip);
+        Ok(found.is_some())
     }
 
     /// Handle one complete block at the read position; true if a row was stored.
@@ -533,6 +595,10 @@ impl Reader {
             &m,
             &b[data_off..data_off + caplen],
         );
+        let at = self.src.offset + data_off as u64;
+        if let Some(v) = self.offsets.as_mut() {
+            v.push(at);
+        }
         true
     }
 
@@ -558,47 +624,6 @@ impl Reader {
 fn damage_at(stats: &mut Stats, first: &mut Option<u64>, offset: u64, w: Warn) {
     stats.warnings.add(w);
     first.get_or_insert(offset);
-}
-
-/// Whether `RESYNC_CHAIN` plausible record headers follow one another from `p`
-/// in `buf` (fewer when they end exactly at the end of a `whole` file). A chain
-/// running past the end of a partial buffer counts as found.
-fn header_chain(
-    buf: &[u8],
-    whole: bool,
-    hl: usize,
-    p: usize,
-    ok: &impl Fn(&[u8]) -> Option<usize>,
-) -> bool {
-    let mut at = p;
-    for _ in 0..RESYNC_CHAIN {
-        if at + hl > buf.len() {
-            return (whole && at == buf.len() && at > p) || (!whole && at > p);
-        }
-        match ok(&buf[at..at + hl]) {
-            Some(caplen) => at += hl + caplen,
-            None => return false,
-        }
-    }
-    true
-}
-
-/// A record header that could be real: sane lengths, sub-second field in
-/// range and, once a packet has been seen, a time within a day of it.
-/// Returns its captured length.
-fn plausible_header(
-    be: bool,
-    nano: bool,
-    limit: usize,
-    prev_sec: Option<i64>,
-    h: &[u8],
-) -> Option<usize> {
-    let (sec, frac) = (rd32(be, h, 0) as i64, rd32(be, h, 4));
-    let (caplen, wirelen) = (rd32(be, h, 8), rd32(be, h, 12));
-    let frac_ok = frac < if nano { 1_000_000_000 } else { 1_000_000 };
-    let time_ok = prev_sec.is_none_or(|p| (sec - p).abs() <= 86_400);
-    let len_ok = caplen <= wirelen && wirelen > 0 && (wirelen as usize) <= MAX_RECORD;
-    (frac_ok && time_ok && len_ok && (caplen as usize) <= limit).then_some(caplen as usize)
 }
 
 fn parse_idb(be: bool, b: &[u8]) -> Iface {
@@ -634,106 +659,5 @@ impl Stats {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::columns::OwnedColumns;
-    use std::io::Cursor;
-
-    fn open(data: Vec<u8>) -> Result<Reader, String> {
-        Reader::open(Box::new(Cursor::new(data)))
-    }
-
-    fn open_err(data: Vec<u8>) -> String {
-        open(data).err().unwrap_or_default()
-    }
-
-    fn pcap(nano: bool, records: &[(u32, u32, &[u8])]) -> Vec<u8> {
-        let magic: u32 = if nano { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
-        let mut out = Vec::new();
-        for w in [magic, 0x0004_0002, 0, 0, 65535, 101] {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
-        for (sec, frac, data) in records {
-            for w in [*sec, *frac, data.len() as u32, data.len() as u32] {
-                out.extend_from_slice(&w.to_le_bytes());
-            }
-            out.extend_from_slice(data);
-        }
-        out
-    }
-
-    #[test]
-    fn timestamp_resolutions() {
-        assert_eq!(TsRes::Pow10(6).to_ns(1_500_000), 1_500_000_000);
-        assert_eq!(TsRes::Pow10(9).to_ns(7), 7);
-        assert_eq!(TsRes::Pow10(12).to_ns(5_000), 5);
-        assert_eq!(TsRes::Pow2(10).to_ns(1024), 1_000_000_000);
-        assert_eq!(TsRes::Pow10(120).to_ns(u64::MAX), 0);
-        assert_eq!(TsRes::from_option(0x89), TsRes::Pow2(9));
-    }
-
-    #[test]
-    fn pcap_records_chunks_and_truncation() {
-        let ip = [
-            0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 99, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
-        ];
-        let mut data = pcap(true, &[(1, 5, &ip), (2, 6, &ip), (3, 7, &ip)]);
-        data.truncate(data.len() - 1);
-        let Ok(mut r) = open(data) else {
-            panic!("valid pcap")
-        };
-        let mut cols = OwnedColumns::with_capacity(1);
-        assert_eq!(r.read(&mut cols.view()).unwrap(), 1);
-        assert_eq!(cols.ts_ns[0], 1_000_000_005);
-        assert_eq!(r.read(&mut cols.view()).unwrap(), 1);
-        assert_eq!(
-            (cols.ts_ns[0], cols.proto[0], cols.payload_len[0]),
-            (2_000_000_006, 99, 0)
-        );
-        assert_eq!(r.read(&mut cols.view()).unwrap(), 0);
-        assert_eq!(r.stats.warnings.get(Warn::TruncatedLastRecord), 1);
-        assert_eq!(r.stats.packets, 2);
-    }
-
-    #[test]
-    fn unusable_headers() {
-        assert!(open_err(vec![]).contains("empty"));
-        assert!(open_err(b"GIF89a..................".to_vec()).contains("magic"));
-        assert!(open_err(pcap(false, &[])[..20].to_vec()).contains("truncated"));
-        assert_eq!(
-            open(pcap(false, &[])).ok().map(|r| r.ifaces[0].linktype),
-            Some(101)
-        );
-    }
-
-    /// One damaged length field costs one packet: the reader resyncs at the next
-    /// real record, not at a plausible-looking header inside a payload.
-    #[test]
-    fn corrupt_length_costs_one_packet() {
-        // Payloads that hold one plausible record header each (a trap for a
-        // resync that trusts a single header).
-        let mut payload = vec![0u8; 60];
-        for (k, w) in [1u32, 0, 20, 20].iter().enumerate() {
-            payload[8 + 4 * k..12 + 4 * k].copy_from_slice(&w.to_le_bytes());
-        }
-        let recs: Vec<(u32, u32, &[u8])> = (0..20).map(|i| (1 + i, 0, &payload[..])).collect();
-        let mut data = pcap(false, &recs);
-        let bad = 24 + 5 * (16 + payload.len());
-        data[bad + 8..bad + 12].copy_from_slice(&200_000u32.to_le_bytes());
-        let Ok(mut r) = open(data.clone()) else {
-            panic!("valid pcap")
-        };
-        let mut cols = OwnedColumns::with_capacity(64);
-        assert_eq!(r.read(&mut cols.view()).unwrap(), 19);
-        assert_eq!(r.stats.warnings.get(Warn::CorruptRecord), 1);
-        assert_eq!(r.stats.warnings.get(Warn::ResyncSkippedBytes), 76);
-        assert_eq!(r.first_damage, Some(bad as u64));
-        // Wire length damaged too: found by scanning, still one packet lost.
-        data[bad + 12..bad + 16].copy_from_slice(&300_000u32.to_le_bytes());
-        let Ok(mut r) = open(data) else {
-            panic!("valid pcap")
-        };
-        assert_eq!(r.read(&mut cols.view()).unwrap(), 19);
-        assert_eq!(r.stats.warnings.get(Warn::ResyncSkippedBytes), 76);
-    }
-}
+#[path = "reader_tests.rs"]
+mod tests;
