@@ -4,14 +4,18 @@ The I/O edge of :mod:`swell.analysis`: read captures (through
 ``swell.extract.reader``), call the pure functions, print a table, and write
 ``*.json`` results and PNG/SVG plots into ``-o DIR``. Inputs are checked
 first (a directory, FIFO or device is refused by name); ``-o`` must be a
-directory or not exist (files in it other than this command's are left
-alone); damage the reader met in a capture (skipped records, a cut end) is
+directory or not exist; files in it other than this command's are left alone,
+and this command's own (``energy.json``, ``energy.png``, ...) are replaced only
+when the directory holds a previous result of the command (its JSON reads as
+one) or with ``--force``, so a user's ``energy.json`` is never overwritten;
+damage the reader met in a capture (skipped records, a cut end) is
 said on stderr and stored in the JSON under ``damage``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -30,7 +34,7 @@ from swell.analysis.fidelity import (
 )
 from swell.analysis.timeseries import direction_series, load_window
 from swell.errors import SwellError
-from swell.fsutil import check_output_dir, input_file, write_json
+from swell.fsutil import check_output_files, input_file, write_json
 
 DIRECTION_HELP = (
     "how packets are split into two directions: 'syn' (the SYN sender is the client: "
@@ -73,6 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("pcap", type=Path, help="capture file (pcap or pcapng)")
     p.add_argument("-o", "--out", type=Path, help="write energy.json and energy.png/.svg here")
+    _force(p)
     _common(p)
     p.add_argument("--start", type=float, default=0.0, metavar="S",
                    help="start S seconds after the first packet")
@@ -91,6 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     f.add_argument("original", type=Path, help="the original trace")
     f.add_argument("generated", type=Path, help="the capture of generated traffic")
     f.add_argument("-o", "--out", type=Path, help="write fidelity.json and plots here")
+    _force(f)
     _common(f)
     f.add_argument("--skip", type=float, default=0.0, metavar="S",
                    help="drop the first S seconds of the generated capture (warm-up)")
@@ -107,6 +113,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     f.add_argument("--tolerance", type=float, default=10.0, metavar="PCT",
                    help="mean throughput tolerance in percent (default 10)")
     f.set_defaults(func=cmd_fidelity)
+
+
+def _force(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true",
+                   help="replace files of this command's names in -o DIR even when they are "
+                   "not from a previous run of it")
+
+
+# what each command writes into -o DIR, and the JSON keys that say a result is its own
+OUTPUTS = {
+    "energy": (("energy.json", "energy.png", "energy.svg"), ("source", "series")),
+    "fidelity": (("fidelity.json", "energy_*.png", "energy_*.svg", "throughput_*.png",
+                  "throughput_*.svg"), ("config", "directions")),
+}
+
+
+def _previous(command: str, out: Path) -> bool:
+    """Whether ``out`` holds a previous result of ``command`` (its JSON reads as one)."""
+    names, keys = OUTPUTS[command]
+    try:
+        data = json.loads((out / names[0]).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and all(k in data for k in keys)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -129,11 +159,14 @@ def _bin_s(args: argparse.Namespace) -> float:
 
 def _inputs(args: argparse.Namespace, *paths: Path) -> None:
     """Refuse unusable inputs and outputs before any work: a capture that is a
-    directory, FIFO or device; an ``-o`` that exists and is not a directory."""
+    directory, FIFO or device; an ``-o`` that exists and is not a directory, or that
+    holds files of this command's names that it did not write."""
     for p in paths:
         input_file(p, "capture")
     if args.out is not None:
-        check_output_dir(args.out, f"{args.func.__name__.removeprefix('cmd_')} results")
+        command = args.func.__name__.removeprefix("cmd_")
+        check_output_files(args.out, OUTPUTS[command][0], what=f"swell {command} result",
+                           is_previous=lambda d: _previous(command, d), force=args.force)
 
 
 def _damage(*paths: Path) -> dict[str, dict]:

@@ -8,7 +8,10 @@ run goes without touching the host, for every configuration of the sweep:
 
 * the topology, also when it is a separate file (with its own file and line);
 * each traffic kind's :meth:`~swell.generators.kind.TrafficKind.validate`:
-  traces open as captures, models load (nothing is extracted or written);
+  traces open as captures, models load (nothing is extracted or written), and
+  a kind checks what its ``prepare`` would refuse (a trace with no packets to
+  model, replay or play); damage the reader met in a trace is a warning, as
+  a run gives it;
 * the concrete topology of the run (the background's host needs applied),
   validated as ``swell run`` builds it, and its address plan (a network too
   small for the hosts is an error here, not after earlier runs finished);
@@ -69,12 +72,15 @@ def check_plan(plan: RunPlan, base_dir: Path) -> list[str]:
         ctx = PrepareContext(base_dir, Path(tmp), plan.seed)
         bg = registry.make("background", exp.background)
         fg = registry.make("foreground", exp.foreground)
+        warnings: list[str] = []
         for part, kind in (("background", bg), ("foreground", fg)):
             try:
                 kind.validate(ctx)
             except SwellError as exc:
                 exc.part = part  # type: ignore[attr-defined]
                 raise
+            if damage := getattr(kind, "trace_damage", None):  # a run warns of it too
+                warnings.append(f"{part}: {damage.one_line()}")
         topo = topology_for(topology, bg.needs())
         topo.setdefault("seed", plan.seed)
         spec = spec_from_dict(topo, "topology")
@@ -83,7 +89,6 @@ def check_plan(plan: RunPlan, base_dir: Path) -> list[str]:
             raise SwellError("topology.foreground.clients",
                              f"the {exp.foreground.kind} foreground needs at least one client")
         path = path_facts(spec)
-        warnings: list[str] = []
         for part, kind in (("background", bg), ("foreground", fg)):
             try:
                 warnings += [f"{part}: {w}" for w in kind.check_path(path) or ()]

@@ -30,9 +30,10 @@ is set in every namespace, the background starts, after the warm-up the
 foreground starts, both stop after the duration, the topology goes down, and
 the captures are reduced to results (time series per direction, energy plots,
 response times) by :mod:`swell.experiments.collect`. Damage the reader met in
-a trace a model was extracted from is a warning of every run that replays the
-model (on screen, in ``run.json``'s ``warnings`` and the report) and is kept
-in ``run.json`` as ``input_damage``.
+a trace a model was extracted from, or in a trace a kind replays itself
+(``tcpreplay``, ``upb``, ``tpb``: their ``trace_damage``), is a warning of
+every run (on screen, in ``run.json``'s ``warnings`` and the report) and is
+kept in ``run.json`` as ``input_damage``.
 """
 
 from __future__ import annotations
@@ -78,10 +79,17 @@ def prepare_kinds(exp: Experiment, ctx: PrepareContext) -> tuple[TrafficKind, Tr
 
 def input_damage(kinds: dict[str, TrafficKind]) -> dict[str, tuple[dict[str, Any], str]]:
     """Per role (``background``, ``foreground``): the damage the reader met in the trace
-    the kind's model was extracted from, and its line for the screen (roles without
-    damage left out)."""
-    return {role: d for role, kind in kinds.items()
-            if (d := model_damage(kind.model_dir())) is not None}
+    the kind's model was extracted from, or in the trace it replays (a prepared kind's
+    ``trace_damage``), and its line for the screen (roles without damage left out)."""
+    out = {}
+    for role, kind in kinds.items():
+        d = model_damage(kind.model_dir())
+        trace = getattr(kind, "trace_damage", None)
+        if d is None and trace:
+            d = ({"source": trace.path, **trace.to_json()}, trace.one_line())
+        if d is not None:
+            out[role] = d
+    return out
 
 
 def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress,
@@ -96,9 +104,10 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     topo_dict.setdefault("seed", plan.seed)
     spec = spec_from_dict(topo_dict, f"{plan.key} topology")
     path = path_facts(spec)
-    damage = input_damage({"background": bg, "foreground": fg})
+    kinds = {"background": bg, "foreground": fg}
+    damage = input_damage(kinds)
     warnings = bg.check_path(path) + fg.check_path(path) + [
-        f"{line} (the {role} model was extracted from it)" for role, (_, line) in damage.items()]
+        damage_warning(role, kinds[role], line) for role, (_, line) in damage.items()]
     for w in warnings:
         prog.note(f"warning: {w}")
     write_json(rdir / "topology.json", json.loads(spec.model_dump_json()))
@@ -131,6 +140,13 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     if late := lateness_warning(result.get("engine_lateness")):
         prog.note(f"warning: {late}")
     return result
+
+
+def damage_warning(role: str, kind: TrafficKind, line: str) -> str:
+    """A run's warning for damage in the trace behind one of its kinds."""
+    if kind.model_dir() is not None:
+        return f"{line} (the {role} model was extracted from it)"
+    return f"{line} (the {role} replays the packets read)"
 
 
 INPUT_FIELDS = ("trace", "model", "flows")  # spec keys that name input files or directories

@@ -51,7 +51,7 @@ import numpy as np
 from pydantic import Field
 
 from swell.errors import SwellError
-from swell.extract.reader import PacketChunk, read_all
+from swell.extract.reader import PacketChunk, last_damage, read_all
 from swell.extract.tiling import Tiling, copies_for, tile, trace_mbps
 from swell.generators.base import (
     DITG,
@@ -518,8 +518,17 @@ class UpbKind(TrafficKind):
         return self.spec
 
     def prepare(self, ctx: PrepareContext) -> None:
+        """The trace read and its server-side schedule built (its rate is the asked
+        load); the reader's damage is kept for the run's warnings (``trace_damage``)."""
         self.trace = input_file(ctx, self.s.trace)
         self.trace_rate = trace_schedule(self.trace, "server").trace_mbps()
+        self.trace_damage = last_damage(self.trace)
+
+    def validate(self, ctx: PrepareContext) -> None:
+        """``swell check``: what :meth:`prepare` checks (a readable trace with payload
+        packets on the server side), nothing written."""
+        super().validate(ctx)
+        self.prepare(ctx)
 
     def asked_mbps(self) -> dict[str, float] | None:
         """The target, else the trace's own rate when looped (played once: not judged)."""
@@ -595,15 +604,21 @@ def add_parsers(sub: Any) -> None:
                        help="merge time-shifted copies up to this rate (needs --loop)")
         p.add_argument("--seed", type=int, default=1, help="phases of the copies")
         p.add_argument("--out", type=Path, help="output directory (default: a temporary one)")
+        p.add_argument("--force", action="store_true",
+                       help="write into --out even when it holds files swell gen did not write")
         p.set_defaults(func=lambda a, proto=proto: cmd_playback(a, proto))
 
 
 def cmd_playback(args: Any, proto: str) -> int:
     import json
-    import tempfile
+    import sys
 
-    out = args.out or Path(tempfile.mkdtemp(prefix=f"swell-gen-{proto}pb-"))
-    cfg = PlaybackConfig(trace=args.trace, out_dir=out, dst=args.dst, src=args.src,
+    from swell.fsutil import check_gen_output, gen_output_dir
+
+    if args.out:
+        check_gen_output(args.out, args.force)
+    cfg = PlaybackConfig(trace=args.trace, out_dir=Path(args.out or "."), dst=args.dst,
+                         src=args.src,
                          sender=Netns(args.src_ns) if args.src_ns else Local(),
                          receiver=Netns(args.dst_ns) if args.dst_ns else Local(),
                          proto=proto, direction=args.direction, sizes=args.sizes,
@@ -614,7 +629,12 @@ def cmd_playback(args: Any, proto: str) -> int:
                          target_mbps=args.target_mbps, seed=args.seed)
     from swell.generators.base import run_generator
 
-    gen = PlaybackGenerator(cfg)
+    gen = PlaybackGenerator(cfg)  # reads the trace (a bad one: nothing written)
+    gen.out = cfg.out_dir = gen_output_dir(args.out, f"{proto[0]}pb", args.force)
+    damage = last_damage(args.trace)
+    if damage:
+        print(f"swell: warning: {damage.one_line()}", file=sys.stderr)
     res = run_generator(gen, duration_s=None, label=f"{'upb' if proto == 'udp' else 'tpb'}")
-    print(json.dumps({**res.summary, "out": str(out)}, default=str))
+    said = {"damage": damage.to_json()} if damage else {}
+    print(json.dumps({**res.summary, **said, "out": str(gen.out)}, default=str))
     return 0

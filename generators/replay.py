@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import Field
 
 from swell.errors import SwellError
-from swell.extract.reader import read_all
+from swell.extract.reader import Damage, last_damage, read_all
 from swell.generators.base import Generator, GenResult, Place, Proc
 from swell.generators.kind import (
     ONE_PAIR,
@@ -60,8 +60,9 @@ from swell.generators.kind import (
 from swell.generators.replay_split import (
     REPLAYABLE,
     Looping,
+    RawPackets,
     SplitResult,
-    raw_records,
+    check_link_types,
     replayable,
     split_trace,
     trace_rates,
@@ -106,12 +107,12 @@ def set_macs(path: Path, smac: str, dmac: str) -> None:
     tcprewrite 4.4.3 ignores ``--enet-smac``/``--enet-dmac`` on IPv6 frames and writes
     multicast MACs (``33:33`` + the low 32 bits of the original addresses) instead, which
     the next hop drops as not its own; so on an IPv6 plan the MACs are set here."""
-    records, linktype, nano = raw_records(path)
     head = bytes.fromhex(dmac.replace(":", "")) + bytes.fromhex(smac.replace(":", ""))
     tmp = path.with_suffix(".macs.tmp")
-    with open(tmp, "wb") as f:
-        w = dpkt.pcap.Writer(f, snaplen=262144, linktype=linktype, nano=nano)
-        for ts, buf in records:
+    with RawPackets(path) as records, open(tmp, "wb") as f:
+        w = dpkt.pcap.Writer(f, snaplen=262144, linktype=1, nano=records.nano)
+        for i in range(len(records)):
+            ts, buf = records[i]
             w.writepkt(head + buf[12:], ts=ts)
     tmp.replace(path)
 
@@ -295,20 +296,17 @@ class ReplayKind(TrafficKind):
     family = 4  # the address plan's, set by check_path
 
     def validate(self, ctx: PrepareContext) -> None:
-        """``swell check``: the trace readable, and which families it carries (so
-        :meth:`check_path` can say what an address plan does with them)."""
+        """``swell check``: what :meth:`prepare` reads and checks (the trace readable,
+        packets to replay, link types the split can rewrite, its damage), and which
+        families it carries (so :meth:`check_path` can say what an address plan does
+        with them)."""
         super().validate(ctx)
         self._census(input_file(ctx, self.s.trace))
 
     def _census(self, trace: Path) -> None:
         self.trace = trace
-        pk = read_all(trace)
-        tcp_udp = np.isin(pk.proto, (6, 17))
-        self.packets = {f: int(((pk.ipver == f) & tcp_udp).sum()) for f in (4, 6)}
-        self.rates_by = {f: trace_rates(trace, f, pk) for f in (4, 6)
-                         if replayable(pk, f).any()}
-        if not self.rates_by:
-            raise SwellError(trace, "no TCP/UDP packets to replay")
+        # trace_damage: the run's warning and input_damage (experiments.runner)
+        self.packets, self.rates_by, self.trace_damage = trace_census(trace)
 
     def prepare(self, ctx: PrepareContext) -> None:
         self._census(input_file(ctx, self.s.trace))
@@ -384,6 +382,22 @@ class ReplayKind(TrafficKind):
                               ctx.out_dir, duration_s=ctx.duration_s)
 
 
+def trace_census(trace: Path) -> tuple[dict[int, int], dict[int, dict[str, float]],
+                                       Damage | None]:
+    """A trace read as the split reads it, and checked as it checks it: TCP/UDP packets
+    per family, the trace's own rates per family whose packets a plan of it replays,
+    and the reader's damage. A one-line error for an unreadable trace, one with nothing
+    to replay, or a link type the split cannot rewrite."""
+    pk = read_all(trace)
+    tcp_udp = np.isin(pk.proto, (6, 17))
+    packets = {f: int(((pk.ipver == f) & tcp_udp).sum()) for f in (4, 6)}
+    rates_by = {f: trace_rates(trace, f, pk) for f in (4, 6) if replayable(pk, f).any()}
+    if not rates_by:
+        raise SwellError(trace, "no TCP/UDP packets to replay")
+    check_link_types(pk, replayable(pk, 4) | replayable(pk, 6), trace)
+    return packets, rates_by, last_damage(trace)
+
+
 def iface_mac(place: Place, iface: str) -> str:
     res = place.run(["cat", f"/sys/class/net/{iface}/address"])
     if res.returncode != 0:
@@ -414,18 +428,23 @@ def add_parsers(sub: Any) -> None:
                    "rate, both directions (needs --loop)")
     p.add_argument("--seed", type=int, default=1, help="phases of the copies")
     p.add_argument("--out", type=Path, help="output directory (default: a temporary one)")
+    p.add_argument("--force", action="store_true",
+                   help="write into --out even when it holds files swell gen did not write")
     p.set_defaults(func=cmd_replay)
 
 
 def cmd_replay(args: Any) -> int:
     import json
-    import tempfile
 
+    from swell.fsutil import check_gen_output, gen_output_dir
     from swell.generators.base import Netns, run_generator
 
+    if args.out:  # a bad output, then a bad trace: said before anything is touched
+        check_gen_output(args.out, args.force)
+    trace_census(args.trace)
     cp, sp = Netns(args.client_ns), Netns(args.server_ns)
     cmac, smac = iface_mac(cp, args.client_if), iface_mac(sp, args.server_if)
-    out = args.out or Path(tempfile.mkdtemp(prefix="swell-gen-replay-"))
+    out = gen_output_dir(args.out, "replay", args.force)
     cfg = ReplayConfig(trace=args.trace, out_dir=out,
                        client_inject=Inject(cp, args.client_if, cmac, args.client_dmac or smac),
                        server_inject=Inject(sp, args.server_if, smac, args.server_dmac or cmac),
@@ -434,6 +453,11 @@ def cmd_replay(args: Any) -> int:
                        multiplier=args.multiplier, start_s=args.start, duration_s=args.duration,
                        looping=Looping(args.loop, True, args.target_mbps, args.seed)
                        if args.loop else None)
-    res = run_generator(ReplayGenerator(cfg), duration_s=None, label="tcpreplay")
-    print(json.dumps({**res.summary, "out": str(out)}, default=str))
+    gen = ReplayGenerator(cfg)
+    split = gen.prepare()  # the trace read (and its damage said) before anything starts
+    if split.damage:
+        print(f"swell: warning: {split.damage.one_line()}", file=sys.stderr)
+    res = run_generator(gen, duration_s=None, label="tcpreplay")
+    damage = {"damage": split.damage.to_json()} if split.damage else {}
+    print(json.dumps({**res.summary, **damage, "out": str(out)}, default=str))
     return 0

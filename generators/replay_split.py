@@ -9,10 +9,14 @@ packets; on an IPv6 plan (the hosts' addresses say which) the IPv6 ones without
 extension headers, and the unfragmented IPv4 ones translated to IPv6
 (:func:`v4_to_v6`: tcprewrite maps addresses within a family only), written with
 Ethernet type 0x86DD and cut to the MTU. Other packets (ARP, ICMP, ...) are
-dropped and counted. The raw records are read with dpkt (pcap or pcapng) and
-matched one for one with the swell reader's rows; whatever the input link type
-(Ethernet with VLAN tags, Linux SLL/SLL2, raw IP, BSD loopback), each packet is
-written as untagged Ethernet + IP.
+dropped and counted. The packets are those swell's reader returns (pcap or
+pcapng), each copied from the file at the offset the reader gives
+(:func:`swell.extract.reader.read_with_offsets`), so a damaged trace (a corrupt
+length, a cut last record) replays every packet the reader could read, and its
+damage is said (:attr:`SplitResult.damage`) instead of failing a run at its
+start; whatever the input link type (Ethernet with VLAN tags, Linux SLL/SLL2,
+raw IP, BSD loopback; per packet, so pcapng interfaces may differ), each
+packet is written as untagged Ethernet + IP.
 
 With :class:`Looping` the kept packets (both directions together, so a copy's
 requests and responses stay aligned) are looped for the run and merged with
@@ -24,6 +28,7 @@ plan), so each copy is one more user and maps onto other emulated hosts.
 from __future__ import annotations
 
 import ipaddress
+import mmap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +37,14 @@ import dpkt
 import numpy as np
 
 from swell.errors import SwellError
-from swell.extract.reader import PacketChunk, addr_to_str, read_all
+from swell.extract.reader import (
+    Damage,
+    PacketChunk,
+    addr_to_str,
+    last_damage,
+    read_all,
+    read_with_offsets,
+)
 from swell.extract.tiling import copies_for, tile, trace_mbps
 from swell.generators.playback import connections, server_side
 
@@ -46,6 +58,7 @@ class SplitResult:
     clients: list[str]  # trace client addresses, in order of first appearance
     servers: list[str]
     plan: dict[str, Any] = field(default_factory=dict)  # looping / copies (see Looping)
+    damage: Damage | None = None  # what the reader could not read in the trace
 
 
 @dataclass(frozen=True)
@@ -73,23 +86,41 @@ def _copy_addr(k: int, i: int, family: int = 4) -> bytes:
     return int(COPY_NET + (k << 12) + i).to_bytes(4, "big")
 
 
-def raw_records(path: Path) -> tuple[list[tuple[float, bytes]], int, bool]:
-    """Every record of a pcap/pcapng file: (timestamp, bytes), the link type, nanosecond?"""
-    with open(path, "rb") as f:
-        magic = f.read(4)
-        f.seek(0)
-        try:
-            reader: Any = dpkt.pcapng.Reader(f) if magic == b"\x0a\x0d\x0d\x0a" \
-                else dpkt.pcap.Reader(f)
-        except (ValueError, dpkt.dpkt.Error) as exc:
-            raise SwellError(path, f"not a pcap/pcapng file: {exc}") from None
-        records = [(float(ts), bytes(buf)) for ts, buf in reader]
-        nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-        return records, int(reader.datalink()), nano
+class RawPackets:
+    """The packets swell's reader returns from a trace, as ``(timestamp, bytes)`` pairs
+    copied from the (memory-mapped) file at the reader's offsets; ``linktype[i]`` and
+    ``nano`` (a sub-microsecond timestamp resolution) are what the writer needs."""
+
+    def __init__(self, path: Path) -> None:
+        self.pk, self.offsets, info = read_with_offsets(path)
+        self.linktype = self.pk.linktype
+        self.nano = info.ts_resolution < 1e-6
+        self.damage = last_damage(path)
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) \
+            if len(self.pk) else None
+
+    def __len__(self) -> int:
+        return len(self.pk)
+
+    def __getitem__(self, i: int) -> tuple[float, bytes]:
+        assert self._map is not None
+        at = int(self.offsets[i])
+        return int(self.pk.ts_ns[i]) / 1e9, self._map[at: at + int(self.pk.caplen[i])]
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+        self._file.close()
+
+    def __enter__(self) -> RawPackets:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def replayable(pk: PacketChunk, family: int, records: list[tuple[float, bytes]] | None = None,
-               linktype: int = 1) -> np.ndarray:
+def replayable(pk: PacketChunk, family: int, records: RawPackets | None = None) -> np.ndarray:
     """The packets replayable on a plan of ``family``: IPv4 plan: IPv4 TCP/UDP; IPv6
     plan: IPv6 TCP/UDP without extension headers (with ``records``: read from the raw
     next-header byte) and unfragmented IPv4 TCP/UDP (translated, :func:`v4_to_v6`)."""
@@ -100,9 +131,17 @@ def replayable(pk: PacketChunk, family: int, records: list[tuple[float, bytes]] 
     if records is not None:
         for i in np.flatnonzero(ok & (pk.ipver == 6)):
             buf = records[i][1]
-            n = l2_header_len(linktype, buf)
+            n = l2_header_len(int(records.linktype[i]), buf)
             ok[i] = len(buf) > n + 6 and buf[n + 6] in (6, 17)
     return ok
+
+
+def check_link_types(pk: PacketChunk, usable: np.ndarray, trace: Path | str) -> None:
+    """A one-line error naming the trace when a replayable packet's link type is one the
+    split cannot turn into Ethernet (what ``swell check`` asks before a run)."""
+    for lt in np.unique(pk.linktype[usable]):
+        if int(lt) != 1 and int(lt) not in L2_FIXED:
+            raise SwellError(trace, f"link type {int(lt)} is not supported for replay")
 
 
 def v4_to_v6(ip: bytes) -> bytes:
@@ -118,21 +157,15 @@ def v4_to_v6(ip: bytes) -> bytes:
     return head + mapped + ip[12:16] + mapped + ip[16:20] + ip[ihl:]
 
 
-def _load(trace: Path, start_s: float, duration_s: float | None, family: int = 4) -> tuple[
-        PacketChunk, list[tuple[float, bytes]], int, bool, np.ndarray, np.ndarray,
-        np.ndarray]:
-    """The trace as swell's reader sees it and as raw records (the same packets, one to
-    one), link type, nanosecond stamps, times from the first packet, the packets in the
-    window and the replayable ones among them (:func:`replayable`)."""
-    pk = read_all(trace)
-    records, linktype, nano = raw_records(Path(trace))
-    if len(records) != len(pk):
-        raise SwellError(trace, f"dpkt read {len(records)} records, the swell reader "
-                                f"{len(pk)}: cannot match packets")
+def _load(records: RawPackets, start_s: float, duration_s: float | None, family: int = 4
+          ) -> tuple[PacketChunk, np.ndarray, np.ndarray, np.ndarray]:
+    """The trace's packets as swell's reader sees them, times from the first packet, the
+    packets in the window and the replayable ones among them (:func:`replayable`)."""
+    pk = records.pk
     t = (pk.ts_ns - pk.ts_ns.min()).astype(np.float64) / 1e9 if len(pk) else np.zeros(0)
     inside = (t >= start_s) & (t < (np.inf if duration_s is None else start_s + duration_s))
-    usable = replayable(pk, family, records, linktype) & inside
-    return pk, records, linktype, nano, t, inside, usable
+    usable = replayable(pk, family, records) & inside
+    return pk, t, inside, usable
 
 
 def _frame(buf: bytes, linktype: int, family: int, mtu: int = 1500) -> bytes:
@@ -167,10 +200,20 @@ def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
     plan ``fd00::/96`` with the same low 32 bits), so each copy is one more user and
     maps onto other emulated hosts.
     """
-    if looping is not None:
-        return _split_looped(trace, out_dir, start_s, duration_s, looping, family, mtu)
-    pk, records, linktype, nano, t, inside, usable = _load(trace, start_s, duration_s,
-                                                           family)
+    with RawPackets(Path(trace)) as records:
+        if looping is not None:
+            res = _split_looped(records, trace, out_dir, start_s, duration_s, looping,
+                                family, mtu)
+        else:
+            res = _split_once(records, out_dir, start_s, duration_s, family, mtu)
+    res.damage = records.damage
+    return res
+
+
+def _split_once(records: RawPackets, out_dir: Path, start_s: float, duration_s: float | None,
+                family: int, mtu: int) -> SplitResult:
+    """:func:`split_trace` without looping: the window's packets, once."""
+    pk, t, inside, usable = _load(records, start_s, duration_s, family)
     srv = server_side(pk)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"c2s": out_dir / "c2s.raw.pcap", "s2c": out_dir / "s2c.raw.pcap"}
@@ -179,10 +222,10 @@ def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
     for name, mask in masks.items():
         idx = np.flatnonzero(mask)
         with open(paths[name], "wb") as f:
-            w = dpkt.pcap.Writer(f, snaplen=262144, linktype=1, nano=nano)
+            w = dpkt.pcap.Writer(f, snaplen=262144, linktype=1, nano=records.nano)
             for i in idx:  # as Ethernet: placeholder MACs, set by tcprewrite
                 ts, buf = records[i]
-                w.writepkt(_frame(buf, linktype, family, mtu), ts=ts)
+                w.writepkt(_frame(buf, int(records.linktype[i]), family, mtu), ts=ts)
         first[name] = float(pk.ts_ns[idx[0]]) / 1e9 if idx.size else np.inf
     return SplitResult(paths["c2s"], paths["s2c"],
                        {"c2s": int(masks["c2s"].sum()), "s2c": int(masks["s2c"].sum()),
@@ -191,11 +234,11 @@ def split_trace(trace: Path, out_dir: Path, start_s: float = 0.0,
                        _addresses(pk.select(masks["s2c"]), pk.select(masks["c2s"]), family))
 
 
-def _split_looped(trace: Path, out_dir: Path, start_s: float, duration_s: float | None,
-                  lp: Looping, family: int = 4, mtu: int = 1500) -> SplitResult:
+def _split_looped(records: RawPackets, trace: Path, out_dir: Path, start_s: float,
+                  duration_s: float | None, lp: Looping, family: int = 4,
+                  mtu: int = 1500) -> SplitResult:
     """:func:`split_trace` with looping and copies."""
-    pk, records, linktype, nano, t, inside, usable = _load(trace, start_s, duration_s,
-                                                           family)
+    pk, t, inside, usable = _load(records, start_s, duration_s, family)
     idx = np.flatnonzero(usable)
     if not idx.size:
         raise SwellError(trace, f"no {REPLAYABLE[family]} to replay")
@@ -234,13 +277,14 @@ def _split_looped(trace: Path, out_dir: Path, start_s: float, duration_s: float 
     try:
         for name, path in paths.items():
             files[name] = open(path, "wb")  # noqa: SIM115 - closed below
-            writers[name] = dpkt.pcap.Writer(files[name], snaplen=262144, linktype=1, nano=nano)
+            writers[name] = dpkt.pcap.Writer(files[name], snaplen=262144, linktype=1,
+                                             nano=records.nano)
         for j in range(len(til)):
             row, k = int(til.index[j]), int(til.copy[j])
             i = int(idx[row])
             name = "s2c" if srv[i] else "c2s"
             buf = records[i][1]
-            pkt = bytearray(_frame(buf, linktype, family, mtu))
+            pkt = bytearray(_frame(buf, int(records.linktype[i]), family, mtu))
             if k and family == 4:
                 pkt[26:30] = _copy_addr(k, int(inv[row, 0]))
                 pkt[30:34] = _copy_addr(k, int(inv[row, 1]))
@@ -308,10 +352,14 @@ def l2_header_len(linktype: int, buf: bytes) -> int:
         while buf[n - 2:n] in (b"\x81\x00", b"\x88\xa8") and len(buf) >= n + 4:
             n += 4
         return n
-    fixed = {113: 16, 276: 20, 0: 4, 108: 4, 101: 0, 12: 0, 14: 0, 228: 0}
-    if linktype not in fixed:
+    if linktype not in L2_FIXED:
         raise SwellError("replay", f"link type {linktype} is not supported")
-    return fixed[linktype]
+    return L2_FIXED[linktype]
+
+
+# bytes before the IP header of the other link types swell reads (SLL, SLL2, BSD
+# loopback and null, raw IP in its three numbers)
+L2_FIXED = {113: 16, 276: 20, 0: 4, 108: 4, 101: 0, 12: 0, 14: 0, 228: 0}
 
 
 ETHER_IPV4 = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00"

@@ -468,6 +468,23 @@ class SwingKind(TrafficKind):
         assert isinstance(self.spec, SwingSpec)
         return self.spec
 
+    def validate(self, ctx: PrepareContext) -> None:
+        """``swell check``: the default checks (a trace that opens, a model that loads),
+        and for a trace to extract, what extraction refuses (no packets, no TCP or UDP
+        packets to model), read once without extracting; the reader's damage is kept
+        (``trace_damage``) for the check's warnings."""
+        super().validate(ctx)
+        if self.s.trace and not self.s.model:
+            from swell.extract.reader import census
+
+            trace = ctx.base_dir / self.s.trace
+            packets, tracked, self.trace_damage = census(trace)
+            if packets == 0:
+                raise SwellError(trace, "no packets in the trace")
+            if tracked == 0:
+                raise SwellError(trace, f"no TCP or UDP packets among {packets:,} packets; "
+                                        "nothing to model")
+
     def prepare(self, ctx: PrepareContext) -> None:
         base = base_model(self.s.model, self.s.trace, ctx.cache_dir, ctx.base_dir)
         assert base is not None

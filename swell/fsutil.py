@@ -14,7 +14,12 @@ the new one, never a truncated one. Three further rules:
 * **Outputs never destroy**: :func:`check_output` refuses an existing output
   that is not a previous output of the same command (``--force`` replaces it),
   the current directory or one of its parents, and special files; OS errors
-  on the way (``-o /proc/x``) become one-line :class:`SwellError`.
+  on the way (``-o /proc/x``) become one-line :class:`SwellError`. Commands
+  that write named files into a directory (``energy -o DIR``) replace their
+  own files only when the directory holds a previous output of theirs
+  (:func:`check_output_files`); ``swell gen --out DIR`` marks the directories
+  it writes (``.swell-gen``) and takes only those, new or empty ones
+  (:func:`gen_output_dir`).
 """
 
 from __future__ import annotations
@@ -238,6 +243,57 @@ def check_output_dir(dest: str | os.PathLike[str], what: str) -> Path:
     except OSError as exc:
         raise _os_error(dest, exc) from None
     return dest
+
+
+def check_output_files(dest: str | os.PathLike[str], patterns: tuple[str, ...], *,
+                       is_previous: Callable[[Path], bool], what: str,
+                       force: bool = False) -> Path:
+    """:func:`check_output_dir`, and the files this command writes there (``patterns``,
+    globs) replaced only when ``dest`` holds a previous output of the command
+    (``is_previous``) or with ``force``: a file of that name that is the user's is
+    refused, before any work. Other files in ``dest`` are never touched."""
+    dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise SwellError(dest, f"exists and is not a directory; give a directory for the {what}")
+    if dest.is_dir() and not force and not is_previous(dest):
+        for pattern in patterns:
+            for found in sorted(dest.glob(pattern)):
+                raise SwellError(found, f"exists and is not from a previous {what}; refusing "
+                                        "to replace it (--force replaces it)")
+    return check_output_dir(dest, what)
+
+
+GEN_MARKER = ".swell-gen"  # in every directory ``swell gen --out`` wrote
+
+
+def check_gen_output(arg: str | os.PathLike[str], force: bool = False) -> Path:
+    """What :func:`gen_output_dir` refuses, checked without writing anything (a command
+    checks its output before reading its inputs)."""
+    d = check_output(arg, is_previous=lambda p: (p / GEN_MARKER).is_file(),
+                     what="swell gen output directory", force=force)
+    if d.exists() and not d.is_dir():
+        raise SwellError(d, "exists and is not a directory; give a directory for swell gen's "
+                            "output")
+    return d
+
+
+def gen_output_dir(arg: str | os.PathLike[str] | None, label: str, force: bool = False) -> Path:
+    """The output directory of ``swell gen LABEL``: a new temporary one without ``--out``;
+    else a missing or empty directory, one a previous ``swell gen`` wrote (it holds
+    :data:`GEN_MARKER`), or anything with ``force``; created and marked."""
+    if not arg:
+        d = Path(tempfile.mkdtemp(prefix=f"swell-gen-{label}-"))
+    else:
+        d = check_gen_output(arg, force)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _os_error(d, exc) from None
+    try:
+        (d / GEN_MARKER).write_text(f"{label}\n")
+    except OSError as exc:
+        raise _os_error(d, exc) from None
+    return d
 
 
 @contextlib.contextmanager
