@@ -7,9 +7,14 @@ file) or refused with a one-line :class:`SwellError`; never a crash. And the
 property behind the resync: a record length damaged beyond the snap length,
 anywhere in a real capture, costs exactly that one packet.
 
-Counts (CI): ``CAPTURE_CASES`` mutated captures through the reader and
-``EXTRACT_CASES`` of them through ``swell extract``; ``LENGTH_CASES`` damaged
-lengths; ``YAML_CASES`` mutated experiment files through ``swell check``.
+Counts (CI): ``CAPTURE_CASES`` mutated captures (classic pcap, and the same
+captures as pcapng: ``_pcapng``) through the reader and ``EXTRACT_CASES`` of
+them through ``swell extract``; ``LENGTH_CASES`` damaged lengths;
+``YAML_CASES`` mutated experiment files through ``swell check``;
+``COMPOSE_CASES`` mutated captures through ``swell trace compose``,
+``REPLAY_CASES`` through tcpreplay's split and ``COMMAND_CASES`` through each of
+``fit packets``, ``flows read``, ``harpoon extract`` and the trace reads of ``swell
+gen upb|tpb|replay``.
 ``SWELL_FUZZ_SCALE=K`` multiplies them (by hand; docs/robustness.md has the
 counts run).
 """
@@ -35,6 +40,8 @@ EXTRACT_CASES = 20 * SCALE
 LENGTH_CASES = 100 * SCALE
 YAML_CASES = 100 * SCALE
 COMPOSE_CASES = 100 * SCALE
+REPLAY_CASES = 60 * SCALE
+COMMAND_CASES = 10 * SCALE
 SEED = 18
 
 
@@ -73,13 +80,37 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
     return bytes(b)
 
 
-def _seeds() -> list[bytes]:
-    return [p.read_bytes()[:24 * 1024] for p in PCAPS]
+def _seeds(pcapng: bool = False) -> list[bytes]:
+    """The first 24 KiB of each real capture (and, with ``pcapng``, each also as pcapng)."""
+    out = [p.read_bytes()[:24 * 1024] for p in PCAPS]
+    return out + [_pcapng(d) for d in out if d[:4] == bytes.fromhex("d4c3b2a1")] \
+        if pcapng else out
+
+
+def _pcapng(pcap: bytes) -> bytes:
+    """A little-endian microsecond pcap as pcapng: section header, one interface of its
+    link type and snap length, one enhanced packet block per whole record."""
+    def block(btype: int, body: bytes) -> bytes:
+        body += bytes(-len(body) % 4)
+        n = len(body) + 12
+        return struct.pack("<II", btype, n) + body + struct.pack("<I", n)
+
+    snaplen, linktype = struct.unpack_from("<II", pcap, 16)
+    out = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    out += block(1, struct.pack("<HHI", linktype, 0, snaplen))
+    for off in _records(pcap):
+        sec, usec, cap, wire = struct.unpack_from("<IIII", pcap, off)
+        if off + 16 + cap > len(pcap):
+            break
+        ts = sec * 1_000_000 + usec
+        out += block(6, struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, cap, wire)
+                     + pcap[off + 16: off + 16 + cap])
+    return out
 
 
 def test_mutated_captures_are_read_or_refused() -> None:
     rng = random.Random(SEED)
-    seeds = _seeds()
+    seeds = _seeds(pcapng=True)
     outcomes = {"read": 0, "refused": 0, "damaged": 0}
     for _ in range(CAPTURE_CASES):
         data = _mutate(rng, rng.choice(seeds))
@@ -101,6 +132,7 @@ def test_mutated_captures_are_read_or_refused() -> None:
                 outcomes["damaged"] += 1
                 assert d.first_offset is not None and 0 <= d.first_offset <= len(data)
             outcomes["read"] += 1
+    print(f"reader fuzz: {outcomes}")  # the counts docs/robustness.md gives (pytest -s)
     assert sum(outcomes.values()) - outcomes["damaged"] == CAPTURE_CASES
     assert outcomes["read"] and outcomes["refused"] and outcomes["damaged"], outcomes
 
@@ -201,3 +233,81 @@ def test_mutated_captures_through_compose(tmp_path: Path) -> None:
         outcomes["damaged"] += damaged
     assert [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     assert outcomes["composed"] and outcomes["refused"] and outcomes["damaged"], outcomes
+
+
+def test_mutated_captures_through_replay_split(tmp_path: Path) -> None:
+    """tcpreplay's split copies the packets the reader returns from the file by their
+    offsets (it compared dpkt's record count with the reader's and failed the run on
+    any damage): every packet read is written (IPv4 TCP/UDP) or counted as dropped,
+    at its time with its bytes; or the capture is refused in one line."""
+    from swell.extract.reader import read_all
+    from swell.generators.replay_split import split_trace
+
+    rng = random.Random(SEED + 5)
+    seeds = _seeds(pcapng=True)
+    outcomes = {"split": 0, "refused": 0, "damaged": 0}
+    for i in range(REPLAY_CASES):
+        src = tmp_path / f"r{i}.cap"
+        src.write_bytes(_mutate(rng, rng.choice(seeds)))
+        try:
+            pk = read_all(src)
+            res = split_trace(src, tmp_path / f"s{i}")
+        except SwellError as exc:
+            assert "\n" not in exc.one_line()
+            outcomes["refused"] += 1
+            continue
+        assert res.counts["c2s"] + res.counts["s2c"] + res.counts["dropped"] == len(pk), i
+        written = read_all(res.c2s), read_all(res.s2c)
+        assert sum(len(c) for c in written) == res.counts["c2s"] + res.counts["s2c"]
+        sent = sorted(t for c in written for t in c.ts_ns.tolist())
+        keep = (pk.ipver == 4) & ((pk.proto == 6) | (pk.proto == 17))
+        assert sent == sorted(pk.ts_ns[keep].tolist()), i
+        outcomes["split"] += 1
+        outcomes["damaged"] += bool(res.damage)
+    print(f"replay split fuzz: {outcomes}")
+    # a refusal is a reader refusal (the corpus of test_bad_inputs_kinds has gen replay's);
+    # what this test is for is the damaged traces split
+    assert outcomes["split"] and outcomes["damaged"], outcomes
+
+
+COMMANDS = {
+    "fit packets": lambda src, out: ["fit", "packets", src, "-o", out, "--no-plots"],
+    "flows read": lambda src, out: ["flows", "read", src, "-o", f"{out}.npz"],
+    "harpoon extract": lambda src, out: ["harpoon", "extract", src, "-o", out],
+}
+
+
+def test_mutated_captures_through_the_other_commands(tmp_path: Path, capsys,
+                                                     monkeypatch) -> None:
+    """``fit packets``, ``flows read`` and ``harpoon extract`` on mutated captures: exit 0,
+    or exit 2 with one line naming the capture (after any damage warning) and nothing
+    written; the trace reads of ``swell gen`` (upb/tpb's schedule, replay's census) give
+    a result or a one-line :class:`SwellError`."""
+    from swell.generators.playback import trace_schedule
+    from swell.generators.replay import trace_census
+
+    monkeypatch.setenv("SWELL_QUIET", "1")
+    rng = random.Random(SEED + 6)
+    seeds = _seeds(pcapng=True)
+    codes = {0: 0, 2: 0}
+    for i in range(COMMAND_CASES):
+        src = tmp_path / f"x{i}.cap"
+        src.write_bytes(_mutate(rng, rng.choice(seeds)))
+        for name, argv in COMMANDS.items():
+            out = tmp_path / f"{name.split()[0]}{i}"
+            code = main(argv(str(src), str(out)))
+            err = capsys.readouterr().err
+            assert code in (0, 2) and "Traceback" not in err, (name, i, err)
+            if code == 2:
+                lines = [ln for ln in err.splitlines() if not ln.startswith("swell: warning:")]
+                assert len(lines) == 1 and lines[0].startswith("swell: "), (name, i, err)
+                assert not out.exists() and not Path(f"{out}.npz").exists(), (name, i)
+            codes[code] += 1
+        for read in (lambda p: trace_schedule(p, "server"), trace_census):
+            try:
+                read(src)
+            except SwellError as exc:
+                assert "\n" not in exc.one_line()
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    print(f"fit/flows/harpoon fuzz: exit codes {codes}")
+    assert codes[0] and codes[2], codes
