@@ -92,6 +92,7 @@ class RawPackets:
     ``nano`` (a sub-microsecond timestamp resolution) are what the writer needs."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.pk, self.offsets, info = read_with_offsets(path)
         self.linktype = self.pk.linktype
         self.nano = info.ts_resolution < 1e-6
@@ -138,10 +139,26 @@ def replayable(pk: PacketChunk, family: int, records: RawPackets | None = None) 
 
 def check_link_types(pk: PacketChunk, usable: np.ndarray, trace: Path | str) -> None:
     """A one-line error naming the trace when a replayable packet's link type is one the
-    split cannot turn into Ethernet (what ``swell check`` asks before a run)."""
+    split cannot turn into Ethernet, or its time one a pcap file cannot hold
+    (:func:`check_times`): what ``swell check`` asks before a run."""
     for lt in np.unique(pk.linktype[usable]):
         if int(lt) != 1 and int(lt) not in L2_FIXED:
             raise SwellError(trace, f"link type {int(lt)} is not supported for replay")
+    check_times(pk, usable, trace)
+
+
+PCAP_MAX_NS = (1 << 32) * 1_000_000_000  # a classic pcap record holds 32-bit seconds
+
+
+def check_times(pk: PacketChunk, usable: np.ndarray, trace: Path | str) -> None:
+    """A one-line error naming the trace when a replayable packet's time does not fit
+    the pcap files the split writes (0 to 2^32 s: a damaged pcapng timestamp can say
+    year 2262; found by the fuzz, where dpkt's writer raised struct.error)."""
+    out = usable & ((pk.ts_ns < 0) | (pk.ts_ns >= PCAP_MAX_NS))
+    if out.any():
+        i = int(np.flatnonzero(out)[0])
+        raise SwellError(trace, f"packet {i + 1}: time {int(pk.ts_ns[i]) // 10**9:,} s is "
+                                "outside what a pcap file holds (0 to 2^32 s); cannot replay it")
 
 
 def v4_to_v6(ip: bytes) -> bytes:
@@ -165,6 +182,7 @@ def _load(records: RawPackets, start_s: float, duration_s: float | None, family:
     t = (pk.ts_ns - pk.ts_ns.min()).astype(np.float64) / 1e9 if len(pk) else np.zeros(0)
     inside = (t >= start_s) & (t < (np.inf if duration_s is None else start_s + duration_s))
     usable = replayable(pk, family, records) & inside
+    check_times(pk, usable, records.path)
     return pk, t, inside, usable
 
 

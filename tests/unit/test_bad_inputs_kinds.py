@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from swell.cli import main
+from swell.errors import SwellError
 from swell.extract.reader import read_all
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
@@ -107,9 +108,8 @@ def test_replay_split_takes_what_the_reader_reads(tmp_path: Path, name: str) -> 
     assert damage is not None and damage.skipped_packets == 1
 
 
-def test_replay_split_of_a_damaged_pcapng(tmp_path: Path) -> None:
-    """The pcapng case of the issue (one block length 200000): 4,630 packets replayed,
-    the same bytes as the undamaged file's but that one."""
+def _pcapng(tmp_path: Path) -> tuple[Path, bytearray, list[int]]:
+    """example.pcap as editcap writes it in pcapng, its bytes and its packet blocks."""
     if shutil.which("editcap") is None:
         pytest.skip("editcap not installed (Debian package wireshark-common)")
     ng = tmp_path / "ex.pcapng"
@@ -121,6 +121,13 @@ def test_replay_split_of_a_damaged_pcapng(tmp_path: Path) -> None:
         if btype == 6:
             epbs.append(at)
         at += blen
+    return ng, data, epbs
+
+
+def test_replay_split_of_a_damaged_pcapng(tmp_path: Path) -> None:
+    """The pcapng case of the issue (one block length 200000): 4,630 packets replayed,
+    the same bytes as the undamaged file's but that one."""
+    ng, data, epbs = _pcapng(tmp_path)
     off = epbs[2001]  # after 2,001 packets, as the audit's file
     struct.pack_into("<I", data, off + 4, 200_000)
     bad = tmp_path / "bad.pcapng"
@@ -130,6 +137,21 @@ def test_replay_split_of_a_damaged_pcapng(tmp_path: Path) -> None:
     assert len(written) == 4630 and len(clean) == 4631 and not set(written) - set(clean)
     assert damage is not None and damage.skipped_packets == 1 and damage.first_offset == off
     assert sum(counts.values()) == 4630
+
+
+def test_replay_refuses_a_time_a_pcap_cannot_hold(capsys, tmp_path: Path) -> None:
+    """A damaged pcapng timestamp (year 2262) made the split's pcap writer raise
+    struct.error (the x10 fuzz): now one line naming the trace, in swell check too."""
+    from swell.generators.replay_split import split_trace
+
+    _, data, epbs = _pcapng(tmp_path)
+    struct.pack_into("<I", data, epbs[7] + 12, 0xFFFF_FFFF)  # timestamp, high word
+    bad = tmp_path / "t.pcapng"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(SwellError, match="packet 8: time .* outside what a pcap file holds"):
+        split_trace(bad, tmp_path / "split")
+    assert main(["check", str(_experiment(tmp_path, "tcpreplay", bad))]) == 2
+    assert "outside what a pcap file" in _one_line(capsys.readouterr().err, "t.pcapng")
 
 
 def _experiment(tmp_path: Path, kind: str, trace: Path, net: str = "10.77.0.0/16") -> Path:
