@@ -203,11 +203,14 @@ def _context() -> dict[str, Any]:
 
     mem_kb = next((int(x.split()[1]) for x in Path("/proc/meminfo").read_text().splitlines()
                    if x.startswith("MemTotal:")), 0)
+    cpu = next((x.split(":", 1)[1].strip() for x in Path("/proc/cpuinfo").read_text()
+                .splitlines() if x.startswith("model name")), platform.machine())
     return {"started_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "git_revision": git("rev-parse", "HEAD"),
             "git_modified": git("status", "--short", "--untracked-files=no").splitlines(),
             "cpus": os.cpu_count(), "mem_gib": round(mem_kb / 2**20, 1),
-            "kernel": platform.release()}
+            "kernel": platform.release(), "cpu_model": cpu,
+            "command": " ".join([Path(sys.executable).name, *sys.argv])}
 
 
 def soak(args: argparse.Namespace) -> dict[str, Any]:
@@ -280,8 +283,10 @@ def render(s: dict[str, Any]) -> str:
     n_mod = len(c["git_modified"])
     mod = (f" with {n_mod} files modified in the working tree (listed in the JSON; other "
            "work in progress)") if n_mod else ""
-    lines = [f"Measured {c['started_utc'][:10]} at `{c['git_revision'][:10]}`{mod} "
-             f"({c['cpus']} cores, {c['mem_gib']} GiB, kernel {c['kernel']}): "
+    machine = f"{c['cpus']} cores" + (f" of {c['cpu_model']}" if c.get("cpu_model") else "")
+    command = f" by `{c['command']}` (under the CPU lock)" if c.get("command") else ""
+    lines = [f"Measured {c['started_utc'][:10]} at `{c['git_revision'][:10]}`{mod}{command} "
+             f"({machine}, {c['mem_gib']} GiB, kernel {c['kernel']}): "
              f"{s['minutes']:g} minutes, Swing at {s['mbps']:g} Mbit/s plus httperf over "
              f"{s['rate_mbps']:g} Mbit/s; `swell run` exited {s['exit']}.", "",
              "| minute | " + " | ".join(f"{p} (MB, procs)" for p in PROGRAMS) + " |",
