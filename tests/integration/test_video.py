@@ -13,7 +13,10 @@ dumbbell and checks the issue's invariants:
   start playing that long after their first frame, and their stall time is
   non-increasing from 0 to 2 to 10 s and lower at 10 than at 0; every TCP run
   delivers every frame at no more than the link's rate and its capture shows
-  retransmissions; an RTP run with no buffer stalls and loses packets;
+  retransmissions; an RTP run with no buffer stalls and loses packets; each run's own
+  arrivals re-played with D = 0, 2 and 10 s (``by_buffer``; the senders do not depend on
+  the client's buffer) have non-increasing stall time, lower at 10 than at 0, over both
+  transports (RTP's late frames at 10 s are the ones that lost a packet);
 * in both studies, the RTP run's jitter, loss and packet count agree with
   ``tshark -z rtp,streams`` on that run's client capture (90 kHz clock).
 """
@@ -145,6 +148,10 @@ def test_link_below_stream_rate_stall_time_falls_with_the_configured_buffer(
     assert runs["tcp-D0"]["foreground"]["stalls"] >= 1, stall
     rtp = runs["rtp-D0"]["foreground"]
     assert rtp["stalls"] >= 1 and rtp["late_frames"] > 0, rtp
+    for label, run in runs.items():  # each run's own arrivals re-played with D = 0, 2, 10 s
+        ladder = {b["buffer_s"]: b["stall_s"] for b in run["foreground"]["by_buffer"]}
+        assert ladder[0.0] >= ladder[2.0] >= ladder[10.0] and ladder[0.0] > ladder[10.0], \
+            (label, ladder)
     _same_as_tshark(study, rtp, lost=True)
     for label in ("tcp-D0", "tcp-D2", "tcp-D10"):
         tcp = runs[label]["foreground"]
