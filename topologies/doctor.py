@@ -10,7 +10,7 @@ Checks, each with a plain answer and how it was found:
 * offloads: the defaults a fresh veth pair gets (swell turns TSO/GSO/GRO off
   on every interface it creates; this shows what it is turning off).
 * tools on PATH: tc, tcpdump, ethtool, Mininet (``mnexec`` and the Python
-  module), D-ITG, httperf, apache2, tcpreplay, iperf3, ffmpeg, GStreamer, socat;
+  module), D-ITG, httperf, apache2, tcpreplay, iperf3, ffmpeg, GStreamer;
   the real bandwidth estimators pathload and pathChirp (not packaged: a missing
   one says where docs/bwest.md tells how to build it); and ``swell-link``.
 
@@ -54,7 +54,6 @@ TOOLS = {
     "pathchirp_rcv": "pathchirp_rcv",
     "ffmpeg": "ffmpeg",
     "gstreamer (gst-launch-1.0)": "gst-launch-1.0",
-    "socat": "socat",
 }
 # programs no Debian package has: built by hand from their public source
 HAND_BUILT = {"pathload_snd", "pathload_rcv", "pathchirp_snd", "pathchirp_rcv"}
