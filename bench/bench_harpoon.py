@@ -22,8 +22,9 @@ and of the server process alone (user + system time from ``/proc``, polled
 every 0.1 s, over the span, as a share of one core: past saturation the
 process outlives the span and a full core reads above 100%); the schedule's draw
 time. The open-file limit (``--nofile``, soft and hard, inherited by every
-process the bench starts) is raised first: connections in flight each hold a
-socket. Sustained: at least 99% of the connections complete and the span runs
+process the bench starts) is raised first where the machine allows it
+(connections in flight each hold a socket; the limit used is in the output's
+first line). Sustained: at least 99% of the connections complete and the span runs
 at most 5% past the schedule; the completed rate is then the sustained rate.
 Prints a Markdown table of medians (min-max over runs) and writes every
 run's numbers as JSON lines to ``--raw``.
@@ -151,6 +152,20 @@ def one_run(nss_pair: tuple[str, str], m: HM.HarpoonModel, clients: list[str],
             "draw_s": draw}
 
 
+def raise_nofile(want: int) -> None:
+    """Soft and hard open-file limit to ``want`` (at most ``fs.nr_open``); where the hard
+    limit cannot be raised (no CAP_SYS_RESOURCE, as in a container) the soft one goes
+    to the hard one, and a line on stderr says so."""
+    want = min(want, int(Path("/proc/sys/fs/nr_open").read_text()))
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+    except (ValueError, OSError):
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        print(f"bench_harpoon: open-file limit stays at the hard limit {hard} (raising it "
+              f"needs CAP_SYS_RESOURCE)", file=sys.stderr)
+
+
 def _cell(rows: list[dict[str, Any]], key: str, fmt: str) -> str:
     vals = [r[key] for r in rows]
     med = format(statistics.median(vals), fmt)
@@ -188,9 +203,7 @@ def main() -> None:
     ap.add_argument("--nofile", type=int, default=1 << 20, help="open-file limit to set")
     ap.add_argument("--raw", type=Path, help="write every run's numbers here (JSON lines)")
     args = ap.parse_args()
-    nr_open = int(Path("/proc/sys/fs/nr_open").read_text())
-    limit = min(args.nofile, nr_open)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+    raise_nofile(args.nofile)
     if args.seconds % (60 / TIME_SCALE):
         ap.error(f"--seconds must be whole {60 / TIME_SCALE:g} s intervals (sessions of an "
                  f"interval run to its end)")
