@@ -16,7 +16,8 @@ from swell.generators.cli_common import add_places, out_dir, place
 
 
 def cmd_cbr(args: argparse.Namespace, dist: str | None = None) -> int:
-    cfg = CbrConfig(dst=args.dst, rate_bps=parse_rate(args.rate), out_dir=out_dir(args.out, "cbr"),
+    cfg = CbrConfig(dst=args.dst, rate_bps=parse_rate(args.rate),
+                    out_dir=out_dir(args.out, "cbr", args.force),
                     proto=args.proto, dist=dist or args.dist, size=args.size,
                     duration_s=args.duration, port=args.port, src=args.src,
                     server=place(args.dst_ns), client=place(args.src_ns), engine=args.engine,

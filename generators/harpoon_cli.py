@@ -32,7 +32,7 @@ def cmd_harpoon(args: argparse.Namespace) -> int:
                        rate_scale=args.rate_scale, target_mbps=args.target_mbps,
                        sessions=args.sessions, start_interval=args.start_interval,
                        port=args.port, udp=not args.no_udp)
-    out = out_dir(args.out, "harpoon")
+    out = out_dir(args.out, "harpoon", args.force)
     sched = harpoon_schedule(model, split(args.clients), split(args.servers), args.duration,
                              args.seed, spec)
     path = write_schedule(out / "schedule.jsonl", sched)

@@ -88,7 +88,7 @@ def packets_config(args: argparse.Namespace) -> Any:
     legs = kind.legs()  # reads the model or preset: bad names fail here
     cplace, splace = place(args.src_ns), place(args.dst_ns)
     ends = {"s2c": (client, cplace, server, splace), "c2s": (server, splace, client, cplace)}
-    return PacketsConfig(legs=legs, out_dir=out_dir(args.out, "packets"),
+    return PacketsConfig(legs=legs, out_dir=out_dir(args.out, "packets", args.force),
                          duration_s=args.duration, warmup_s=args.warmup, engine=args.engine,
                          seed=args.seed, realtime=args.rt, ends=ends,
                          signal_port=args.signal_port)
@@ -154,7 +154,7 @@ def rps_generator(args: argparse.Namespace) -> Any:
     cplace = place(args.src_ns)
     ends = [Endpoint(ip, cplace, "clients") for ip in clients]
     return RpsGenerator(spec, model, Endpoint(server, place(args.dst_ns), "server"), ends,
-                        out_dir(args.out, "rps"), args.duration, args.seed)
+                        out_dir(args.out, "rps", args.force), args.duration, args.seed)
 
 
 def session_table(summary: dict[str, Any], starts: list[float]) -> str:

@@ -71,7 +71,7 @@ def _groups(specs: list[str] | None) -> list[PlaceHosts] | None:
 
 
 def cmd_swing(args: argparse.Namespace) -> int:
-    out = out_dir(args.out, "swing")
+    out = out_dir(args.out, "swing", args.force)
     cfg = SwingConfig(Path(args.schedule), out, server=place(args.dst_ns),
                       client=place(args.src_ns), interval_ms=args.interval_ms,
                       duration_s=args.duration, server_groups=_groups(args.server_group),

@@ -59,6 +59,12 @@ def _argv(command: str, trace: Path, out: str) -> list[str]:
         "gen replay": ["gen", "replay", str(trace), "--client-ns", "swl-none", "--client-if",
                        "x0", "--server-ns", "swl-none", "--server-if", "x1", "--clients",
                        "10.0.0.1", "--servers", "10.0.0.2"],
+        # the commands without a trace reach the same guard through cli_common.out_dir
+        "gen cbr": ["gen", "cbr", "--rate", "1M", "--dst", "127.0.0.1:9", "--duration", "0.1"],
+        "gen poisson": ["gen", "poisson", "--rate", "1M", "--dst", "127.0.0.1:9",
+                        "--duration", "0.1"],
+        "gen packets": ["gen", "packets", "--preset", "voip", "--client", "127.0.0.1",
+                        "--server", "127.0.0.1", "--duration", "0.1"],
     }[command]
 
 
@@ -228,7 +234,7 @@ def test_gen_out_never_destroys(capsys, tmp_path: Path) -> None:
     d.mkdir()
     (d / "other.txt").write_text("mine")
     for target in (keep, d):
-        for command in ("gen upb", "gen replay"):
+        for command in ("gen upb", "gen replay", "gen cbr", "gen poisson", "gen packets"):
             argv = _argv(command, GOOD, str(target))
             if "--out" not in argv:
                 argv += ["--out", str(target)]

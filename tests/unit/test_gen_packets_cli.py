@@ -14,6 +14,7 @@ import pytest
 from swell.cli import build_parser
 from swell.cli import main as swell_main
 from swell.extract.mmpp import MMPPModel, Scale, save_mmpp_model
+from swell.fsutil import GEN_MARKER
 from swell.generators.packets_cli import flow_table, packets_config, rps_generator, session_table
 
 ENDS = ["--client", "10.1.0.1", "--server", "10.1.0.2"]
@@ -83,7 +84,8 @@ def test_packets_config_from_a_preset(tmp_path: Path) -> None:
     # s2c: the server (in --dst-ns) sends to the client (in --src-ns)
     assert (dst, src) == ("10.1.0.1", "10.1.0.2")
     assert (getattr(rplace, "name", None), getattr(splace, "name", None)) == ("a", "b")
-    assert cfg.duration_s == 2.0 and not (tmp_path / "o").exists()
+    # --out was checked (swell.fsutil.gen_output_dir) and marked as swell gen's
+    assert cfg.duration_s == 2.0 and (tmp_path / "o" / GEN_MARKER).is_file()
 
 
 def test_rps_generator_from_a_model(tmp_path: Path) -> None:
