@@ -25,9 +25,20 @@ from typing import Any
 from swell.errors import SwellError
 
 
+def _is_render(d: Path) -> bool:
+    """A previous ``swell testbed render`` output (its testbed.json)."""
+    try:
+        return json.loads((d / "testbed.json").read_text()).get("format") == "swell-testbed"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _cmd_render(args: argparse.Namespace) -> int:
     from swell.experiments.testbed_run import render_run
+    from swell.fsutil import check_output
 
+    check_output(args.output, is_previous=_is_render, what="swell testbed render output",
+                 force=args.force)
     plan = render_run(args.experiment, args.hosts, args.output, run=args.run, full=args.full,
                       prefix=args.prefix)
     n = len(plan.hosts)
@@ -118,6 +129,8 @@ def register(sub: Any) -> None:
     r.add_argument("--run", help="run key or label (default: the first run)")
     r.add_argument("--full", action="store_true", help="apply the file's full: block")
     r.add_argument("--prefix", help="run prefix (default: a fresh swl<hex>)")
+    r.add_argument("--force", action="store_true",
+                   help="write into -o DIR even when it is not a previous render")
     r.set_defaults(func=_cmd_render)
     mf = tsub.add_parser("hosts-from-manifest", help="a hosts file from an Emulab/CloudLab "
                          "manifest", description="Write the hosts file of a dumbbell allocated "

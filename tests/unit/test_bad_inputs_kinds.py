@@ -262,3 +262,23 @@ def test_documentation_ranges_are_taken(capsys, tmp_path: Path, net: str) -> Non
                                            "2001:db9::/48"))
     assert main(["check", str(exp)]) == 2
     assert "documentation range" in _one_line(capsys.readouterr().err, "doc.yaml")
+
+
+def test_testbed_render_never_writes_into_a_users_folder(capsys, tmp_path: Path) -> None:
+    """``swell testbed render -o`` wrote inventory.yml, host_vars/ and testbed.json into any
+    directory; a file or a folder of other files is refused before the inputs are read."""
+    keep = tmp_path / "keep.txt"
+    keep.write_text("precious")
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "other.txt").write_text("mine")
+    for target in (keep, d):
+        assert main(["testbed", "render", str(tmp_path / "exp.yaml"), "--hosts",
+                     str(tmp_path / "hosts.yml"), "-o", str(target)]) == 2
+        assert "swell testbed render output" in _one_line(capsys.readouterr().err, target.name)
+    assert keep.read_text() == "precious" and [p.name for p in d.iterdir()] == ["other.txt"]
+    # a previous render's folder is taken: the inputs are read next (missing here)
+    (d / "testbed.json").write_text('{"format": "swell-testbed", "version": 1}')
+    assert main(["testbed", "render", str(tmp_path / "exp.yaml"), "--hosts",
+                 str(tmp_path / "hosts.yml"), "-o", str(d)]) == 2
+    assert "cannot read" in _one_line(capsys.readouterr().err, "hosts.yml")
