@@ -223,16 +223,22 @@ def test_energy_and_fidelity_never_overwrite_a_users_file(capsys, tmp_path: Path
         assert (d / "notes.txt").read_text() == "mine"
 
 
-def test_gen_out_never_destroys(capsys, tmp_path: Path) -> None:
-    """``swell gen ... --out DIR`` wrote into any directory; a file or a directory of
-    other files is now refused before the trace is read or anything runs."""
-    from swell.fsutil import GEN_MARKER, gen_output_dir
-
+def _users_file_and_folder(tmp_path: Path) -> tuple[Path, Path]:
+    """A user's file and a folder of their files: what an output option must not take."""
     keep = tmp_path / "keep.txt"
     keep.write_text("precious")
     d = tmp_path / "d"
     d.mkdir()
     (d / "other.txt").write_text("mine")
+    return keep, d
+
+
+def test_gen_out_never_destroys(capsys, tmp_path: Path) -> None:
+    """``swell gen ... --out DIR`` wrote into any directory; a file or a directory of
+    other files is now refused before the trace is read or anything runs."""
+    from swell.fsutil import GEN_MARKER, gen_output_dir
+
+    keep, d = _users_file_and_folder(tmp_path)
     for target in (keep, d):
         for command in ("gen upb", "gen replay", "gen cbr", "gen poisson", "gen packets"):
             argv = _argv(command, GOOD, str(target))
@@ -267,11 +273,7 @@ def test_documentation_ranges_are_taken(capsys, tmp_path: Path, net: str) -> Non
 def test_testbed_render_never_writes_into_a_users_folder(capsys, tmp_path: Path) -> None:
     """``swell testbed render -o`` wrote inventory.yml, host_vars/ and testbed.json into any
     directory; a file or a folder of other files is refused before the inputs are read."""
-    keep = tmp_path / "keep.txt"
-    keep.write_text("precious")
-    d = tmp_path / "d"
-    d.mkdir()
-    (d / "other.txt").write_text("mine")
+    keep, d = _users_file_and_folder(tmp_path)
     for target in (keep, d):
         assert main(["testbed", "render", str(tmp_path / "exp.yaml"), "--hosts",
                      str(tmp_path / "hosts.yml"), "-o", str(target)]) == 2
