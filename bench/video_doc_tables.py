@@ -120,7 +120,8 @@ COMMON = ["background s->c: delivered share of asked per repetition; mean delive
 def fig10_table(data: dict[str, Any], path: Path = FIG10) -> str:
     """Link, background, transport, then the stream with a 10 s buffer and at D = 0."""
     head = ["link (Mbit/s)", *COMMON, "frame gap median (ms)", "late frames (D = 10 s)",
-            "stall time (s)", "same arrivals, D = 0: late frames", "seconds below 95% of the stream rate"]
+            "stall time (s)", "same arrivals, D = 0: late frames",
+            "seconds below 95% of the stream rate"]
     groups = _groups(data, lambda r: (float(r["point"]["topology.bottleneck.rate_mbps"]),
                                       r.get("background_kind") != "none",
                                       r["foreground"]["transport"]))
@@ -142,7 +143,8 @@ def fig10_table(data: dict[str, Any], path: Path = FIG10) -> str:
 def fig11_table(data: dict[str, Any], path: Path = FIG11) -> str:
     """Buffer, background, transport, then the stream and its arrivals at D = 0 and 10."""
     head = ["buffer", *COMMON, "late frames", "stall time (s)", "longest stall (s)",
-            "same arrivals, D = 0 / D = 10: late frames (mean)", "seconds below 95% of the stream rate"]
+            "same arrivals, D = 0 / D = 10: late frames (mean)",
+            "seconds below 95% of the stream rate"]
     groups = _groups(data, lambda r: (-float(r["foreground"]["buffer_s"]),
                                       r["point"]["background"], r["foreground"]["transport"]))
     lines = [_provenance(data, path), "", _row(head), _row(["---"] * len(head))]
