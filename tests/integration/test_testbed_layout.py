@@ -26,6 +26,7 @@ import os
 import re
 import statistics
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,36 @@ MACHINES = {"c0": "bg_clients", "c1": "bg_clients", "s0": "bg_servers"}
 FRAME_BITS = 98 * 8
 SWELL = [str(REPO / ".venv/bin/python"), "-m", "swell.experiments.testbed_cli", "testbed",
          "host"]
+
+
+# one long-lived process per machine namespace, started by `ip netns exec` (its own
+# mount namespace, /sys of that network namespace): every command of a machine joins it
+_HOLDERS: dict[str, subprocess.Popen[bytes]] = {}
+
+
+def on_machine(ns: str) -> list[str]:
+    """Run as a machine: in its namespaces, all of its commands in one mount namespace,
+    as over its sshd. Not one `ip netns exec` per command: each made a private mount
+    namespace, so the router's core namespace (`ip netns add` in one command) was a
+    plain file in /run/netns for the next ("setting the network namespace ... failed:
+    Invalid argument")."""
+    if ns not in _HOLDERS:
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "3600"])
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{proc.pid}/comm").read_text().strip() != "sleep":
+            assert time.monotonic() < deadline, f"{ns}: holder did not start"
+            time.sleep(0.01)
+        _HOLDERS[ns] = proc
+    return ["nsenter", "-t", str(_HOLDERS[ns].pid), "-n", "-m", "--"]
+
+
+@pytest.fixture(autouse=True)
+def _machine_holders():
+    yield
+    for proc in _HOLDERS.values():
+        proc.kill()
+        proc.wait()
+    _HOLDERS.clear()
 
 
 def expected_rtt_ms(a: dict, b: dict) -> float:
@@ -102,7 +133,7 @@ def lay_out(netns, tmp_path: Path, engine: str):
             state = Path(hv[name]["swell_state"])
             state.mkdir(parents=True, exist_ok=True)
             (state / "host.json").write_text(json.dumps(hv[name]["swell_host"]))
-            res = subprocess.run(["ip", "netns", "exec", ns[name], *SWELL, "up",
+            res = subprocess.run([*on_machine(ns[name]), *SWELL, "up",
                                   str(state / "host.json")], capture_output=True, text=True,
                                  timeout=120)
             assert res.returncode == 0, f"{name}: {res.stderr}"
@@ -116,7 +147,7 @@ def lay_out(netns, tmp_path: Path, engine: str):
 def down(ns, plan, hv) -> list[str]:
     errors = []
     for name in ["rtr", *MACHINES]:
-        res = subprocess.run(["ip", "netns", "exec", ns[name], *SWELL, "down",
+        res = subprocess.run([*on_machine(ns[name]), *SWELL, "down",
                               hv[name]["swell_state"], "--prefix", plan.prefix],
                              capture_output=True, text=True, timeout=120)
         if res.returncode != 0:
@@ -157,7 +188,7 @@ def test_router_shapes_with_each_engine(netns, tmp_path, engine):
             netems = [q for q in shaping if " netem " in q]
             assert len(netems) >= len(clients) + len(servers), shaping
             assert any(" htb " in q for q in shaping), shaping
-        stop = subprocess.run(["ip", "netns", "exec", ns["rtr"], *SWELL, "stop", str(state),
+        stop = subprocess.run([*on_machine(ns["rtr"]), *SWELL, "stop", str(state),
                                "--prefix", plan.prefix], capture_output=True, text=True,
                               timeout=60)
         assert stop.returncode == 0, stop.stderr
