@@ -10,6 +10,7 @@ measures what each playback offers at the bottleneck's input.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -191,15 +192,37 @@ def _tpb_once(a: str, b: str, out: Path) -> tuple[dict, bool]:
     return summary, on_time
 
 
+def _steal_ms() -> float:
+    """CPU time the hypervisor took from this VM so far, all CPUs (/proc/stat 'steal')."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
+# steal over a TPB try (about 5 s) above which a timing miss is the host's: an idle
+# 10 s here has about 10 ms; the misses of 2026-11-29 (p99 offsets 7-21 ms) had 300-420
+# ms of steal over a test's two tries
+STEAL_EXCUSE_MS = 50.0
+
+
 def test_tpb_carries_the_bytes_in_order(netns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """One re-measurement if the write timing misses: a stall of the shared 2-core
     machine (seen once in CI: p99 offset 11 ms) must not fail a correct sender; two
-    misses fail. Bytes, order, sizes and the single connection are checked every time."""
+    misses fail, unless the hypervisor took more than STEAL_EXCUSE_MS of this VM's CPU
+    during each try (an expected failure that says how much). Bytes, order, sizes and
+    the single connection are checked every time."""
     a, b = pair(netns)
-    summary, on_time = _tpb_once(a, b, tmp_path / "try1")
-    if not on_time:
-        print("TPB timing missed once; measuring again")
-        summary, on_time = _tpb_once(a, b, tmp_path / "try2")
+    steal: list[float] = []
+    for attempt in ("try1", "try2"):
+        s0 = _steal_ms()
+        summary, on_time = _tpb_once(a, b, tmp_path / attempt)
+        steal.append(_steal_ms() - s0)
+        if on_time:
+            break
+        print(f"TPB timing missed ({attempt}; hypervisor steal {steal[-1]:.0f} ms)")
+    if not on_time and min(steal) > STEAL_EXCUSE_MS:
+        pytest.xfail(f"write offsets p99 {summary['offset_p99_ms']:.1f} ms with the "
+                     f"hypervisor taking {', '.join(f'{x:.0f}' for x in steal)} ms of CPU "
+                     "in the tries")
     assert summary["offset_p99_ms"] <= 5.0
     assert summary["arrival_offset_p99_ms"] <= 100.0
 
