@@ -144,7 +144,9 @@ else
   )
   if [ "${SWELL_VM_FULL:-0}" != 1 ]; then
     for entry in "${vm_full_only[@]}"; do
-      echo "== VM layer leaves out ${entry%%|*}: ${entry#*|} (SWELL_VM_FULL=1 runs it)"
+      # said once: the script runs again under the lock (SWELL_VM_LOCKED)
+      [ "${SWELL_VM_LOCKED:-}" = 1 ] || \
+        echo "== VM layer leaves out ${entry%%|*}: ${entry#*|} (SWELL_VM_FULL=1 runs it)"
       guest_args+=(--deselect "${entry%%|*}")
     done
   fi
