@@ -42,6 +42,7 @@ from typing import Any
 
 from swell.errors import SwellError
 from swell.fsutil import write_json
+from swell.topologies.layout import HOST_SYSCTLS
 
 Step = dict[str, Any]
 OFFLOADS = ("tso", "gso", "gro")
@@ -95,6 +96,9 @@ def edge_steps(v: dict[str, Any]) -> list[Step]:
     out.append(_offloads(dev))
     if v.get("congestion_control"):  # the experiment's TCP, as a local run sets per namespace
         out.append(_sysctl("net.ipv4.tcp_congestion_control", v["congestion_control"]))
+    # its emulated hosts open connections as a local run's host namespaces do (TIME_WAIT
+    # ports reused after 1 s: topologies/layout.py); teardown restores the machine's value
+    out += [_sysctl(k, val) for k, val in HOST_SYSCTLS.items()]
     return out
 
 

@@ -60,19 +60,21 @@ def test_an_edge_machine_with_nothing_laid_out_gets_every_step(tmp_path):
     v = _vars(tmp_path)["s0"]["swell_host"]
     state = Captured({"ip -o link show": "3: eth1@if4: <BROADCAST,MULTICAST> mtu 1500\n",
                       "ethtool -k eth1": ETHTOOL_ON, "ip -o addr show": "",
-                      "sysctl -n net.ipv4.tcp_congestion_control": "cubic\n"})
+                      "sysctl -n net.ipv4.tcp_congestion_control": "cubic\n",
+                      "sysctl -n net.ipv4.tcp_tw_reuse": "2\n"})
     todo = pending(v["steps"], state)
-    assert len(todo) == len(v["steps"]) == 1 + 1 + 2 + 1 + 1 + 1  # up, /30, 2 aliases, ...
+    assert len(todo) == len(v["steps"]) == 1 + 1 + 2 + 1 + 1 + 2  # up, /30, 2 aliases, ...
     items = batches(todo)
     assert [i["argv"] for i in items] == [
         ["ip", "-batch", "-"], ["ethtool", "-K", "eth1", "tso", "off", "gso", "off"],
-        ["sysctl", "-qw", "net.ipv4.tcp_congestion_control=reno"]]
+        ["sysctl", "-qw", "net.ipv4.tcp_congestion_control=reno", "net.ipv4.tcp_tw_reuse=1"]]
     lines = items[0]["stdin"].splitlines()
     assert lines[0] == "link set dev eth1 up" and lines[1].startswith("addr add 172.30.")
     assert lines[-1].startswith("route add 10.78.0.0/16 via 172.30.") and " src " in lines[-1]
     undo = [s["undo"] for s in todo if s["undo"]]
     assert ["ethtool", "-K", "eth1", "tso", "on", "gso", "on"] in undo  # gro was off
     assert ["sysctl", "-qw", "net.ipv4.tcp_congestion_control=cubic"] in undo
+    assert ["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=2"] in undo
     assert sum(u[:3] == ["ip", "addr", "del"] for u in undo) == 3
 
 
@@ -86,7 +88,8 @@ def test_an_edge_machine_laid_out_gets_nothing(tmp_path):
         "ethtool -k eth1": ETHTOOL_OFF, "ip -o addr show": addrs,
         "ip route show table all": f"{' '.join(route['args'][2:])}\n"
                                    "local 172.30.0.10 dev eth1 table local proto kernel\n",
-        "sysctl -n net.ipv4.tcp_congestion_control": "reno\n"})
+        "sysctl -n net.ipv4.tcp_congestion_control": "reno\n",
+        "sysctl -n net.ipv4.tcp_tw_reuse": "1\n"})
     assert pending(v["steps"], state) == []
     # another gateway for the experiment's network is not this layout's route
     state.outputs["ip route show table all"] = "10.78.0.0/16 via 172.30.9.9 dev eth1\n"
