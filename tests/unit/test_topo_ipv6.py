@@ -126,6 +126,9 @@ def test_sysctls_turn_ipv6_off_then_on_without_address_generation():
         assert dict(off)["net.ipv6.conf.all.disable_ipv6"] == "1"
         assert not any("addr_gen_mode" in k for k, _ in off)
     assert dict(sysctls_for(6, False, ifs))["net.ipv4.ip_forward"] == "0"
+    # emulated hosts reuse TIME_WAIT ports (many users behind one address); routers do not
+    assert dict(sysctls_for(4, True, ifs, host=True))["net.ipv4.tcp_tw_reuse"] == "1"
+    assert "net.ipv4.tcp_tw_reuse" not in dict(sysctls_for(4, True, ifs))
 
 
 def test_netem_access_filters_match_ipv6_addresses():
