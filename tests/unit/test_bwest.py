@@ -12,7 +12,14 @@ from swell.analysis import bwest as est
 from swell.errors import EnvironmentProblem, SwellError
 from swell.experiments.schema import load_experiment
 from swell.generators import bwest_tools as tools
-from swell.generators.bwest import RT_SPIN_US, PathloadKind, SlopsSpec, check_range, sender_options
+from swell.generators.bwest import (
+    RT_SPIN_US,
+    ChirpSpec,
+    PathloadKind,
+    SlopsSpec,
+    check_range,
+    sender_options,
+)
 from swell.native import native_artifact
 from swell.placement import PathFacts
 
@@ -237,3 +244,20 @@ def test_sender_options_reach_swell_probe() -> None:
                            *sender_options(None, 120)], input="quit\n", text=True,
                           capture_output=True, timeout=10)
     assert done.returncode == 0 and "ready" in done.stdout, done.stderr
+
+
+def test_background_reaching_the_link_late_during_a_chirp_reads_high() -> None:
+    """The chirp's +10% under CBR on swell-link (docs/bwest.md): its captures showed
+    CBR packets sent during a chirp's dense end queued behind probe packets sent
+    after them. The ideal FIFO reads CBR 25 on 50 within 3% when the background
+    reaches the link on time, and 5-12% high (seeds 0-5) when half of the packets
+    sent in the chirp's last 5 ms arrive 200 us late on average."""
+    from swell.analysis.bwest_model import fifo_chirp_estimates
+
+    s = ChirpSpec()
+    kw = {"decrease": s.decrease, "noise_gap": s.noise_gap}
+    on_time = np.mean(fifo_chirp_estimates(50e6, 25e6, 1428, 100, **kw)) / 25e6
+    late = np.mean(fifo_chirp_estimates(50e6, 25e6, 1428, 100, bg_late=(0.5, 200, 5),
+                                        **kw)) / 25e6
+    assert abs(on_time - 1) < 0.03
+    assert late > on_time + 0.04
