@@ -120,15 +120,6 @@ def test_idle_link_reads_its_capacity(tmp_path: Path, monkeypatch, cap: int) -> 
         pytest.xfail(f"on idle {cap}: " + "; ".join(excused))
 
 
-# On a host with fewer than 4 CPUs the CBR sender, the prober's sender and the link
-# engine share 2 cores: both tests failed in 2 of 7 runs since a4efb7e (SLoPS ranges
-# -12% and +11% off, the chirp +9-12% with a run of 2 usable estimates; issue #13 open).
-# There they run and report, expected to fail; with 4 or more CPUs they must pass.
-CBR_CONTENDED = pytest.mark.xfail(
-    (os.cpu_count() or 1) < 4, strict=False,
-    reason="under 4 CPUs the CBR background and the probe contend (2 of 7 runs off, #13)")
-
-
 @pytest.fixture(scope="module")
 def cbr_half(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
     """One study: both estimators under CBR UDP at 25 Mbit/s on a 50 Mbit/s link."""
@@ -145,7 +136,6 @@ def cbr_half(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
     return tmp, fgs
 
 
-@CBR_CONTENDED
 def test_chirp_under_cbr_within_ten_percent_of_truth(cbr_half) -> None:
     """The issue's criterion for the chirp estimator under CBR at half the capacity,
     judged on what the estimator reports: its smoothed estimates (each the mean of 8
@@ -177,7 +167,6 @@ def test_chirp_under_cbr_within_ten_percent_of_truth(cbr_half) -> None:
     assert np.all(np.abs(err) <= 25), err.round(1).tolist()
 
 
-@CBR_CONTENDED
 def test_slops_under_cbr_within_ten_percent_of_truth(cbr_half) -> None:
     """Every range's midpoint within 10% of the truth over its span (the issue's
     criterion); the fleets' logs show the trends each rate read."""
