@@ -44,7 +44,7 @@ import json
 import re
 import statistics
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from swell.topologies import netem
@@ -215,6 +215,7 @@ class PathTiming:
     zero: list[float]
     cal: list[float]
     got: list[float]
+    cal_ms: float = CAL_MS  # the calibration's delay on every leaf
 
     def med(self, which: str) -> float:
         return statistics.median(getattr(self, which))
@@ -222,7 +223,7 @@ class PathTiming:
     @property
     def lateness(self) -> float:
         """Measured cost of one delayed hop beyond its delay (ms)."""
-        return (self.med("cal") - self.med("zero") - 6 * CAL_MS) / 6
+        return (self.med("cal") - self.med("zero") - 6 * self.cal_ms) / 6
 
     @property
     def excess(self) -> float:
@@ -244,7 +245,7 @@ class PathTiming:
                 f" + zero-delay {self.med('zero'):.3f} + {self.excess:+.3f} (allowed "
                 f"{lo:+.3f}..{hi:+.3f}: {self.hops} delayed hops x measured lateness "
                 f"{self.lateness:.3f} + margin {self.margin:.3f}; calibration "
-                f"{self.med('cal'):.3f} at {CAL_MS:g} ms x 6)")
+                f"{self.med('cal'):.3f} at {self.cal_ms:g} ms x 6)")
 
 
 def measure_paths(topo: Topology, pairs: Sequence[tuple[EmulatedHost, EmulatedHost]],
@@ -257,24 +258,36 @@ def measure_paths(topo: Topology, pairs: Sequence[tuple[EmulatedHost, EmulatedHo
     timings = [PathTiming(f"{a.ip} <-> {b.ip}", topo.expected_rtt_ms(a, b),
                           sum(leaf.link.delay_ms > 0 for leaf in path_leaves(topo, a, b)),
                           [], [], []) for a, b in pairs]
-    # the calibration bounds the lateness of hops up to CAL_MS (it grows with the delay)
-    assert all(t.configured <= t.hops * CAL_MS for t in timings), [str(t.name) for t in timings]
-    settings = [("got", None), ("zero", 0.0), ("cal", CAL_MS)]
-    try:
-        for r in range(rounds):
-            for which, delay in settings[r % 3:] + settings[: r % 3]:
-                set_delays(topo, leaves, delay)
-                for t, rtts in zip(timings, ping_together(topo, pairs, count), strict=True):
-                    getattr(t, which).extend(rtts)
-    finally:
-        set_delays(topo, leaves, None)
+    interleave(timings, lambda delay: set_delays(topo, leaves, delay),
+               lambda: ping_together(topo, pairs, count), rounds)
     assert_configured(topo, leaves)
     return timings
 
 
+def interleave(timings: Sequence[PathTiming], set_delay: Callable[[float | None], None],
+               ping_all: Callable[[], list[list[float]]], rounds: int = ROUNDS) -> None:
+    """Fill ``timings`` (one per path): ``rounds`` rounds of the configured, zero and
+    calibration settings, in a rotating order, the paths pinged together in each
+    (``ping_all``: one list of RTTs per path); ``set_delay(None)`` restores the
+    configuration, also when a round fails."""
+    # the calibration bounds the lateness of hops up to cal_ms (it grows with the delay)
+    assert all(t.configured <= t.hops * t.cal_ms for t in timings), [t.name for t in timings]
+    setting: float | None = None  # as configured
+    try:
+        for r in range(rounds):
+            for which in ("got", "zero", "cal")[r % 3:] + ("got", "zero", "cal")[: r % 3]:
+                if (delay := {"got": None, "zero": 0.0, "cal": timings[0].cal_ms}[which]) \
+                        != setting:
+                    set_delay(setting := delay)
+                for t, rtts in zip(timings, ping_all(), strict=True):
+                    getattr(t, which).extend(rtts)
+    finally:
+        set_delay(None)
+
+
 def assert_timing(t: PathTiming) -> None:
     print(t)
-    assert t.lateness < CAL_MS / 2, f"a calibrated hop counted twice? {t}"
+    assert t.lateness < t.cal_ms / 2, f"a calibrated hop counted twice? {t}"
     lo, hi = t.allowed
     assert lo <= t.excess <= hi, str(t)
 

@@ -9,13 +9,17 @@ KVM here) is coarse and changes from run to run: every packet costs emulated
 CPU, and every netem delay is an hrtimer that fires late. So RTT checks are
 relative to costs **measured in the same guest, on the same dumbbell, at the
 same time** (``tests/integration/netem_timing.py``): its leaves switched to
-zero delay (the path's own cost) and to 1 ms each (what a delayed hop costs
+zero delay (the path's own cost) and to 5 ms each (what a delayed hop costs
 beyond its delay), interleaved with the configured setting. A path must take
 configured + zero-delay cost, plus at most the measured lateness of each
 delayed hop, within three standard errors of the medians. A delay applied
 twice or not at all is off by whole milliseconds; the differential check (two
 hosts whose access delays differ by 4 ms must differ by 8 ms in RTT) and the
 kernel's own record of every leaf's delay (``tc -j qdisc show``) are exact.
+
+The topology's life (up with the netem engine, down leaving nothing) is
+checked by the module's fixture, whose dumbbell the delay, rate, loss and queue
+tests share (one bring-up: about 20 s in the VM layer).
 
 Loss, rate and queue checks are functional: counts from ping, iperf3, the
 bottleneck capture and the kernel's own qdisc counters, with binomial
@@ -39,6 +43,7 @@ from swell.topologies.spec import spec_from_dict
 from swell.topologies.topology import EmulatedHost, Topology
 from tests.integration import netem_timing as nt
 from tests.integration.netem_timing import ping
+from tests.integration.test_topo import netns_inodes, traces
 
 pytestmark = pytest.mark.netem
 
@@ -90,10 +95,14 @@ def runs_of_missing(seqs: set[int], count: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def links():
+    """The netem dumbbell up for the module's tests; down leaves nothing behind
+    (namespaces, links, qdiscs, processes, state: ``test_topo.traces``)."""
     with Topology(spec_from_dict(links_spec()), engine="netem") as topo:
-        assert topo.engine_name == "netem"
+        prefix, inodes = topo.prefix, netns_inodes(topo.prefix)
+        assert topo.engine_name == "netem" and len(inodes) == 5  # r el er c0 s0
         yield topo
     assert topo.report["problems"] == []
+    assert traces(prefix, inodes) == []
 
 
 def test_delays_both_directions(links):
