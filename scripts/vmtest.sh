@@ -143,19 +143,6 @@ else
   # about two minutes of the budget under TCG
   mapfile -t netem_files < <(grep -l "mark.netem" tests/integration/test_*.py)
   guest_args=(-m netem "${netem_files[@]}" "$@")
-  # Left out of the default layer, with its reason in the log (issue 17 stays open
-  # until it passes inside the budget); SWELL_VM_FULL=1 runs it too.
-  vm_full_only=(
-    "tests/integration/test_netem_run.py::test_swing_and_httperf_on_netem|a Swing + httperf study on netem: over its 150 s limit under TCG, still drawing the Swing schedule (2026-11-29 03:40 UTC, 4 clients, 4 s of traffic), where the rest of the layer leaves it about 80 s of the budget"
-  )
-  if [ "${SWELL_VM_FULL:-0}" != 1 ]; then
-    for entry in "${vm_full_only[@]}"; do
-      # said once: the script runs again under the lock (SWELL_VM_LOCKED)
-      [ "${SWELL_VM_LOCKED:-}" = 1 ] || \
-        echo "== VM layer leaves out ${entry%%|*}: ${entry#*|} (SWELL_VM_FULL=1 runs it)"
-      guest_args+=(--deselect "${entry%%|*}")
-    done
-  fi
 fi
 
 kernel="$(ls /boot/vmlinuz-*-amd64 2>/dev/null | sort -V | tail -n 1 || true)"
