@@ -143,6 +143,21 @@ else
   # about two minutes of the budget under TCG
   mapfile -t netem_files < <(grep -l "mark.netem" tests/integration/test_*.py)
   guest_args=(-m netem "${netem_files[@]}" "$@")
+  # Left out of the default layer, with its reason in the log (issue 17 stays open
+  # until it fits the budget); SWELL_VM_FULL=1 runs it too. In the CI run of df02021
+  # (2026-11-29 04:58 UTC) it took 171 s (139-149 s in earlier runs) and the layer
+  # ran out of its 570 s before its last test.
+  vm_full_only=(
+    "tests/integration/test_netem_run.py::test_swing_and_httperf_on_netem|a Swing + httperf study on netem: 139-171 s under TCG (2026-11-29), the layer then exceeds its budget"
+  )
+  if [ "${SWELL_VM_FULL:-0}" != 1 ]; then
+    for entry in "${vm_full_only[@]}"; do
+      # said once: the script runs again under the lock (SWELL_VM_LOCKED)
+      [ "${SWELL_VM_LOCKED:-}" = 1 ] || \
+        echo "== VM layer leaves out ${entry%%|*}: ${entry#*|} (SWELL_VM_FULL=1 runs it)"
+      guest_args+=(--deselect "${entry%%|*}")
+    done
+  fi
 fi
 
 kernel="$(ls /boot/vmlinuz-*-amd64 2>/dev/null | sort -V | tail -n 1 || true)"
