@@ -2,8 +2,8 @@
 
 Compressed day (the issue's volume check: each interval's bytes within 10% of
 the model's target): the alexa-app capture's flows (file sizes,
-inter-connection times, 11 servers' weights; its one client address spread
-over 8, see ``_day_model``) with the byte targets of one
+inter-connection times, 11 servers' weights; its one client address, which
+needs the host namespaces' TIME_WAIT reuse, see ``_day_model``) with the byte targets of one
 real day (WorldCup98's per-minute log, 1 May 1998) in six 4-hour intervals,
 run by the default ``sessions: model`` (Harpoon's procedure: per interval the
 model's Figure 4 count of persistent sessions) at time_scale 1800 (8 s per

@@ -10,7 +10,6 @@ measures what each playback offers at the bottleneck's input.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from swell.generators.playback import (
     PlaybackGenerator,
 )
 from swell.generators.replay import Inject, ReplayConfig, ReplayGenerator
+from swell.steal import steal_ns
 
 TRACE = Path(__file__).resolve().parents[2] / "data" / "pcap" / "example.pcap"
 A_IP, B_IP = "10.9.0.1", "10.9.0.2"
@@ -192,12 +192,6 @@ def _tpb_once(a: str, b: str, out: Path) -> tuple[dict, bool]:
     return summary, on_time
 
 
-def _steal_ms() -> float:
-    """CPU time the hypervisor took from this VM so far, all CPUs (/proc/stat 'steal')."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-    return int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
-
-
 # steal over a TPB try (about 5 s) above which a timing miss is the host's: an idle
 # 10 s here has about 10 ms; the misses of 2026-11-29 (p99 offsets 7-21 ms) had 300-420
 # ms of steal over a test's two tries
@@ -213,9 +207,9 @@ def test_tpb_carries_the_bytes_in_order(netns, tmp_path: Path) -> None:  # type:
     a, b = pair(netns)
     steal: list[float] = []
     for attempt in ("try1", "try2"):
-        s0 = _steal_ms()
+        s0 = steal_ns()
         summary, on_time = _tpb_once(a, b, tmp_path / attempt)
-        steal.append(_steal_ms() - s0)
+        steal.append((steal_ns() - s0) / 1e6)
         if on_time:
             break
         print(f"TPB timing missed ({attempt}; hypervisor steal {steal[-1]:.0f} ms)")
