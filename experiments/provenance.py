@@ -8,7 +8,11 @@ so a result can be judged and redone later from that file alone. Two parts:
   version, the Python packages installed (name -> version), the SHA-256 of
   swell's native binaries, the Debian versions of the tools runs use (D-ITG,
   iperf3, tcpreplay, Mininet, ffmpeg, httperf, Apache, tcpdump, iproute2,
-  ethtool) and the host's TCP sysctls;
+  ethtool) and the host's TCP sysctls. What cannot change while swell runs (the
+  tools' and packages' versions, the native binaries' hashes, the kernel's
+  features) is read once per process: a study called it once per run, and the
+  tools' ``--version`` alone took 20 s per call in the VM layer's guest; the git
+  state and the sysctls are read at every call;
 * :func:`network_state` (each run, with its topology up): per namespace of
   the run, its qdiscs (``tc -s qdisc show``), the TCP sysctls in force there
   and each interface's offloads (``ethtool -k``: what is on).
@@ -22,6 +26,8 @@ runner that answers as a namespace would).
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -142,17 +148,14 @@ def sysctls(run: Callable[[list[str]], subprocess.CompletedProcess[str] | None] 
     return out
 
 
-def host_metadata() -> dict[str, Any]:
-    """What a reader of the results needs to know about the host and the code."""
+@functools.cache
+def _static_facts() -> dict[str, Any]:
+    """The host facts that stay put for the life of a process (read once)."""
     from swell.topologies.engines import probe_engines
 
     facts = probe_engines()
-    git = _run(["git", "-C", str(REPO), "rev-parse", "HEAD"])
-    dirty = _run(["git", "-C", str(REPO), "status", "--porcelain"])
     return {
         "swell_version": __version__,
-        "git_revision": (git.stdout.strip() or None) if git else None,
-        "git_dirty": bool(dirty and dirty.stdout.strip()),
         "kernel": platform.release(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
@@ -162,6 +165,19 @@ def host_metadata() -> dict[str, Any]:
         "debian_packages": debian_versions(),
         "python_packages": python_packages(),
         "native_sha256": native_hashes(),
+    }
+
+
+def host_metadata() -> dict[str, Any]:
+    """What a reader of the results needs to know about the host and the code."""
+    static = copy.deepcopy(_static_facts())  # callers may add to what they get
+    git = _run(["git", "-C", str(REPO), "rev-parse", "HEAD"])
+    dirty = _run(["git", "-C", str(REPO), "status", "--porcelain"])
+    return {
+        "swell_version": static.pop("swell_version"),
+        "git_revision": (git.stdout.strip() or None) if git else None,
+        "git_dirty": bool(dirty and dirty.stdout.strip()),
+        **static,
         "sysctls": sysctls(),
     }
 

@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from swell import __version__
 from swell.errors import SwellError
@@ -139,6 +138,8 @@ class MMPPModel:
 
     def count_cdf(self, n: np.ndarray) -> np.ndarray:
         """P(count <= n) of one interval (analytic Poisson mixture)."""
+        from scipy import special  # here: the rps kind imports this module for every run
+
         lam, w = self.atoms()
         n = np.asarray(n, dtype=np.float64)
         out = np.zeros(n.shape)

@@ -61,7 +61,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from swell import __version__
 from swell.errors import SwellError
@@ -87,21 +86,33 @@ PARAM_NAMES: dict[str, tuple[str, ...]] = {
     "cauchy": ("location", "scale"),
     "discrete": ("values", "probs"),
 }
-# scipy.stats distribution and the parameters held fixed while fitting
-_SCIPY: dict[str, tuple[Any, dict[str, float]]] = {
-    "uniform": (stats.uniform, {}),
-    "exponential": (stats.expon, {"loc": 0.0}),
-    "pareto": (stats.pareto, {"loc": 0.0}),
-    "weibull": (stats.weibull_min, {"loc": 0.0}),
-    "lognormal": (stats.lognorm, {"loc": 0.0}),
-    "gamma": (stats.gamma, {"loc": 0.0}),
-    "normal": (stats.norm, {}),
-    "cauchy": (stats.cauchy, {}),
+# scipy.stats distribution (by name) and the parameters held fixed while fitting.
+# SciPy's stats is imported where it is used, not at the top: the packet kind's
+# generator imports this module (through the kind registry, so every experiment
+# does), and ``scipy.stats`` costs 0.5 s of each ``swell`` process (25 s in the VM
+# layer's TCG guest).
+_SCIPY: dict[str, tuple[str, dict[str, float]]] = {
+    "uniform": ("uniform", {}),
+    "exponential": ("expon", {"loc": 0.0}),
+    "pareto": ("pareto", {"loc": 0.0}),
+    "weibull": ("weibull_min", {"loc": 0.0}),
+    "lognormal": ("lognorm", {"loc": 0.0}),
+    "gamma": ("gamma", {"loc": 0.0}),
+    "normal": ("norm", {}),
+    "cauchy": ("cauchy", {}),
 }
 CONSTANT_CV = 0.01  # IDT coefficient of variation below which a flow is constant-rate
 MIN_SAMPLES = 20
 MIN_IDT_S = 5e-7
 UNITS = {"idt": "s", "size": "bytes"}
+
+
+def _scipy_dist(family: str) -> tuple[Any, dict[str, float]]:
+    """The scipy.stats distribution of ``family`` and its fixed parameters."""
+    from scipy import stats
+
+    name, fixed = _SCIPY[family]
+    return getattr(stats, name), fixed
 
 
 @dataclass(frozen=True)
@@ -120,6 +131,8 @@ class Dist:
 
     def frozen(self) -> Any:
         """The scipy.stats frozen distribution (not for ``constant``)."""
+        from scipy import stats
+
         p = self.params
         f = self.family
         if f == "uniform":
@@ -224,7 +237,7 @@ def _to_dist(family: str, fitted: tuple[float, ...]) -> Dist:
 
 def fit_family(family: str, x: np.ndarray) -> Dist | None:
     """Maximum-likelihood fit of one continuous family; None when it cannot fit."""
-    dist, fixed = _SCIPY[family]
+    dist, fixed = _scipy_dist(family)
     if fixed.get("loc") == 0.0 and (x <= 0).any():
         return None
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -352,6 +365,8 @@ def fit_samples(
     where: str = "samples",
 ) -> FitResult:
     """Fit IDT (``quantity='idt'``, seconds) or size (``'size'``, bytes) samples."""
+    from scipy import stats
+
     if quantity not in UNITS:
         raise SwellError(where, f"quantity must be idt or size, not {quantity!r}")
     x = np.asarray(x, dtype=np.float64)
@@ -425,7 +440,9 @@ def fit_samples(
 
 def _gof_pvalue(family: str, x: np.ndarray, reps: int, rng: np.random.Generator) -> float:
     """Monte-Carlo KS p-value with refitting (scipy.stats.goodness_of_fit)."""
-    dist, fixed = _SCIPY[family]
+    from scipy import stats
+
+    dist, fixed = _scipy_dist(family)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         try:

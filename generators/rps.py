@@ -37,7 +37,7 @@ import numpy as np
 from pydantic import Field
 
 from swell.errors import SwellError
-from swell.extract.mmpp import load_mmpp_model, simulate
+from swell.extract.mmpp_model import load_mmpp_model, simulate
 from swell.generators.base import Generator, GenResult, Proc, parse_json_lines
 from swell.generators.kind import (
     KindResult,

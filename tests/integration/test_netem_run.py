@@ -10,7 +10,9 @@ host). So the study is as small as still says something: 4 s of traffic (1 s
 warm-up) between four Swing clients and two servers, one httperf pair; and
 ``swell`` is entered with only the command module ``swell run`` needs (as
 ``test_topo.py`` does): building the parser from every module imported SciPy and
-more, 140 s in the guest.
+more, 140 s in the guest. The report is left out (``--no-report``): it reads only
+results.json, whatever the engine, the host's tests cover it, and under TCG its
+Matplotlib import and plots took 60 of this study's 150-170 s (2026-11-29).
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ background: {{kind: swing, trace: {TRACE}, variant: {{target_mbps: 4}}, label: S
 """
 
 
-# alone in the VM layer's guest it took 149 s (2026-11-29 04:10 UTC): over the layer's
-# 150 s per test with little room; the layer's own budget still bounds it
+# with the report, alone in the VM layer's guest it took 149 s (2026-11-29 04:10 UTC);
+# without it, in the whole layer, 133 s (07:30 UTC)
 @pytest.mark.timeout(210)
 def test_swing_and_httperf_on_netem(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("SWELL_QUIET", "1")
@@ -51,7 +53,7 @@ def test_swing_and_httperf_on_netem(tmp_path: Path, monkeypatch):
     exp = tmp_path / "exp.yaml"
     exp.write_text(EXP)
     study = tmp_path / "study"
-    assert cli.main(["run", str(exp), "-o", str(study)]) == 0
+    assert cli.main(["run", str(exp), "-o", str(study), "--no-report"]) == 0
     data = json.loads((study / "results.json").read_text())
     (run,) = data["runs"]
     assert run["engine"] == "netem"
@@ -74,6 +76,6 @@ def test_swing_and_httperf_on_netem(tmp_path: Path, monkeypatch):
     print(f"netem run: {rts.size} downloads, median {np.median(rts) * 1e3:.0f} ms; "
           f"Swing background {bg:.2f} Mbit/s server -> client")
     assert bg > 0.2  # the Swing background crossed the bottleneck
-    assert (study / "report" / "index.html").exists()
+    assert not (study / "report").exists()
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert run["prefix"] not in ns

@@ -37,6 +37,33 @@ def test_host_metadata_round_trip(tmp_path: Path) -> None:
         host["sysctls"]["net.ipv4.tcp_congestion_control"]
 
 
+def test_static_facts_read_once_per_process(monkeypatch) -> None:
+    """A study writes host.json once per run: the tools' versions are asked once, the
+    git state every time, and a caller's edits do not leak."""
+    from swell.experiments import provenance
+
+    calls: list[str] = []
+    real = provenance._run
+
+    def counting(argv: list[str], timeout: float = 10.0):
+        calls.append(argv[0])
+        return real(argv, timeout)
+
+    monkeypatch.setattr(provenance, "_run", counting)
+    provenance._static_facts.cache_clear()
+    try:
+        first = host_metadata()
+        first["tools"]["tc"] = "edited by a caller"
+        n_first = len(calls)
+        second = host_metadata()
+    finally:
+        provenance._static_facts.cache_clear()
+    again = calls[n_first:]
+    assert again.count("git") == 2 and set(again) <= {"git", "sysctl"}, again
+    assert n_first >= len(provenance.VERSION_COMMANDS) + 3
+    assert second["tools"]["tc"] != "edited by a caller"
+
+
 def test_offloads_parsed() -> None:
     text = ("Features for eth0:\nrx-checksumming: on\ntx-checksumming: off\n"
             "tcp-segmentation-offload: on [fixed]\n")
