@@ -103,18 +103,20 @@ def rtt_ms(ns: str, src: str, dst: str) -> float:
     return statistics.median(got[1:])
 
 
-def shaping_qdiscs(namespaces) -> list[str]:
-    """Every netem or htb qdisc in ``namespaces``, from tc's text output (``ip -j qdisc``
-    and ``tc -j`` printed nothing in the VM layer's Debian 6.1 guest, so a check built
-    on them could not fail there): ``qdisc netem 10: dev r1 parent 1:10 ...``."""
+def shaping_qdiscs(tcs: dict[str, list[str]]) -> list[str]:
+    """Every netem or htb qdisc where each of ``tcs`` (name -> tc command) looks, from
+    tc's text output (``ip -j qdisc`` and ``tc -j`` printed nothing in the VM layer's
+    Debian 6.1 guest, so a check built on them could not fail there): ``qdisc netem
+    10: dev r1 parent 1:10 ...``. A tc that fails fails the check (the router's core
+    namespace is named only in the router's mount namespace: :func:`router_tc`)."""
     out = []
-    for n in namespaces:
-        shown = subprocess.run(["tc", "-n", n, "qdisc", "show"], capture_output=True,
-                               text=True).stdout
-        for line in shown.splitlines():
+    for where, tc in tcs.items():
+        shown = subprocess.run([*tc, "qdisc", "show"], capture_output=True, text=True)
+        assert shown.returncode == 0, (where, shown.stderr)
+        for line in shown.stdout.splitlines():
             m = re.match(r"qdisc (\S+) (\S+) dev (\S+)", line)
             if m and m.group(1) in ("netem", "htb"):
-                out.append(f"{n}: qdisc {m.group(1)} {m.group(2)} on {m.group(3)}")
+                out.append(f"{where}: qdisc {m.group(1)} {m.group(2)} on {m.group(3)}")
     return out
 
 
@@ -275,13 +277,12 @@ def test_router_shapes_with_each_engine(netns, tmp_path, engine):
             got = check_native_timing(clients, servers, where)
         else:
             got = check_netem_timing(ns, plan, clients, servers, where)
-        if engine == "netem":
             # the router's end of every link and the core namespace shape (the RTTs
             # above check each host's delay); the same reading finds none after down
-            shaping = shaping_qdiscs([ns["rtr"], f"{plan.prefix}-core"])
+            shaping = shaping_qdiscs(router_tc(ns, plan))
             netems = [q for q in shaping if " netem " in q]
             assert len(netems) >= len(clients) + len(servers), shaping
-            assert any(" htb " in q for q in shaping), shaping
+            assert any(q.startswith("core: qdisc htb") for q in shaping), shaping
         stop = subprocess.run([*on_machine(ns["rtr"]), *SWELL, "stop", str(state),
                                "--prefix", plan.prefix], capture_output=True, text=True,
                               timeout=60)
@@ -298,6 +299,6 @@ def test_router_shapes_with_each_engine(netns, tmp_path, engine):
                                text=True).stdout
         left += [f"{name}: {w}" for w in re.findall(r"\d+: ([^:@]+)", links)
                  if w.startswith(plan.prefix)]
-    left += shaping_qdiscs(ns.values())
+    left += shaping_qdiscs({n: ["tc", "-n", n] for n in ns.values()})
     left += [str(p) for p in (tmp_path / "work").glob(f"{plan.prefix}/*")]
     assert not left, left
