@@ -27,7 +27,10 @@ echo "== cargo test (native core)"
 cargo test --release --locked --quiet 2>&1 | grep -Ev "^\s*$|^running 0 tests|Running|Doc-tests"
 echo "== pytest"
 rc=0
-python -m pytest -p no:cacheprovider --timeout=900 "$@" tests || rc=$?
+mkdir -p out && rm -f out/pytest-junit.xml out/vmtest/junit.xml out/pytest-reruns.txt
+export SWELL_RERUN_LOG="$PWD/out/pytest-reruns.txt"
+python -m pytest -p no:cacheprovider --timeout=900 --junitxml=out/pytest-junit.xml "$@" tests \
+  || rc=$?
 if [ "$vm" != 1 ]; then
   echo "== VM layer not run (pytest arguments given or SWELL_VM=0; scripts/vmtest.sh runs it)"
 elif [ "$vm_ready" != 1 ]; then
@@ -35,4 +38,7 @@ elif [ "$vm_ready" != 1 ]; then
 else
   scripts/vmtest.sh || rc=$((rc ? rc : 1))
 fi
+# the failures again, in short, last: a CI log may keep only its head and tail
+python scripts/junit_failures.py out/pytest-junit.xml out/vmtest/junit.xml \
+  out/pytest-reruns.txt || true
 exit "$rc"

@@ -189,6 +189,7 @@ def flow_stats(log: dict[str, np.ndarray], expected: dict[int, int], start_s: fl
                 "bytes_mean": float(size.mean()),
                 "idt_mean_us": float(idt.mean() * 1e6) if idt.size else None,
                 "idt_std_us": float(idt.std() * 1e6) if idt.size else None,
+                "idt_median_us": float(np.median(idt) * 1e6) if idt.size else None,
                 "delay_ms": float(delay.mean() * 1e3),
                 "delay_max_ms": float(delay.max() * 1e3),
                 "jitter_ms": float(np.abs(np.diff(delay)).mean() * 1e3),

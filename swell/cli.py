@@ -9,7 +9,10 @@ exit status.
 Errors: a :class:`~swell.errors.SwellError` is printed as one line
 (``swell: FILE: problem``) with exit status 2 (3 when the host lacks
 something); ``--debug`` shows the traceback instead. Ctrl-C exits with 130
-after the handlers' own clean-up has run.
+after the handlers' own clean-up has run. The signal is remembered where it
+arrives: an interrupt that lands inside a C extension's import surfaces as
+that import's ``ImportError: initialization failed`` (matplotlib's Agg backend
+does this), and it still ends as an interrupt, not as a traceback.
 """
 
 from __future__ import annotations
@@ -26,19 +29,20 @@ from collections.abc import Sequence
 from swell import __version__
 from swell.errors import SwellError
 
-# Explicit registry: module path -> provides register(subparsers).
-COMMAND_MODULES: tuple[str, ...] = (
-    "swell.extract.trace_cli",  # swell trace info
-    "swell.extract.cli",  # swell extract, swell model show|variant
-    "swell.extract.flows_cli",  # swell flows read|collect
-    "swell.extract.fit_cli",  # swell fit packets|mmpp
-    "swell.extract.harpoon_cli",  # swell harpoon extract
-    "swell.topologies.cli",  # swell topo up|status|down, swell cleanup, swell doctor
-    "swell.generators.cli",  # swell gen ...
-    "swell.analysis.cli",  # swell energy, swell fidelity
-    "swell.experiments.cli",  # swell run, swell report, swell check
-    "swell.experiments.testbed_cli",  # swell testbed render|host
-)
+# Explicit registry: module path -> the top-level commands its register(subparsers)
+# adds (a unit test checks that each module adds exactly these).
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "swell.extract.trace_cli": ("trace",),  # swell trace info
+    "swell.extract.cli": ("extract", "model"),  # swell extract, swell model show|variant
+    "swell.extract.flows_cli": ("flows",),  # swell flows read|collect
+    "swell.extract.fit_cli": ("fit",),  # swell fit packets|mmpp
+    "swell.extract.harpoon_cli": ("harpoon",),  # swell harpoon extract
+    "swell.topologies.cli": ("topo", "cleanup", "doctor"),  # ... swell doctor
+    "swell.generators.cli": ("gen",),  # swell gen ...
+    "swell.analysis.cli": ("energy", "fidelity"),  # swell energy, swell fidelity
+    "swell.experiments.cli": ("run", "report", "check"),  # swell run, report, check
+    "swell.experiments.testbed_cli": ("testbed",),  # swell testbed render|host
+}
 
 EPILOG = """\
 typical flow:
@@ -52,7 +56,21 @@ Every command takes --help. Set SWELL_QUIET=1 to hide progress output.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_modules(argv: Sequence[str] | None = None) -> list[str]:
+    """The command modules to load for ``argv``: only the one that provides its
+    command when that is known (importing them all pulls in SciPy and Matplotlib:
+    2.9 s per ``swell`` process here, 10-20 s in a TCG guest, where a testbed
+    host runs a dozen short ones), all of them for help or an unknown command."""
+    words = [a for a in argv or () if not a.startswith("-")]
+    if words:
+        for mod_name, commands in COMMAND_MODULES.items():
+            if words[0] in commands:
+                return [mod_name]
+    return list(COMMAND_MODULES)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv`` (every command when omitted)."""
     parser = argparse.ArgumentParser(
         prog="swell",
         description="Realistic, responsive background traffic for network experiments.",
@@ -64,9 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show full tracebacks instead of one-line errors"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for mod_name in COMMAND_MODULES:
+    for mod_name in command_modules(argv):
         importlib.import_module(mod_name).register(sub)
     return parser
+
+
+_INTERRUPTED = threading.Event()
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C: Python's own behaviour (KeyboardInterrupt), remembered."""
+    _INTERRUPTED.set()
+    raise KeyboardInterrupt
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -74,6 +101,7 @@ def _terminated(signum: int, frame: object) -> None:
     topology, generator and temporary file is cleaned up on the way out. Further
     SIGTERMs are ignored so they cannot cut the teardown short."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _INTERRUPTED.set()
     raise KeyboardInterrupt
 
 
@@ -82,14 +110,17 @@ def unwind_on_sigterm() -> None:
     ``swell`` command does, and scripts that build topologies (e.g. the benches)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _interrupted)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("SWELL_DEBUG") == "1"
+    _INTERRUPTED.clear()
     unwind_on_sigterm()
     try:
-        parser = build_parser()
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):
             parser.print_help()
@@ -105,6 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception:
+        if not _INTERRUPTED.is_set():
+            raise
+        if debug:
+            traceback.print_exc()
+        print("swell: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

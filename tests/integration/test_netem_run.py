@@ -8,8 +8,8 @@ Runs where the kernel has sch_netem (on this machine: the VM layer, a QEMU guest
 under TCG where every import and process costs 10-50 times what it costs on the
 host). So the study is as small as still says something: 4 s of traffic (1 s
 warm-up) between four Swing clients and two servers, one httperf pair; and
-``swell`` is entered with only the command module ``swell run`` needs (as
-``test_topo.py`` does): building the parser from every module imported SciPy and
+``swell`` loads only the command module ``swell run`` needs (swell.cli does that
+for every command): building the parser from every module imported SciPy and
 more, 140 s in the guest. The report is left out (``--no-report``): it reads only
 results.json, whatever the engine, the host's tests cover it, and under TCG its
 Matplotlib import and plots took 60 of this study's 150-170 s (2026-11-29).
@@ -49,7 +49,6 @@ background: {{kind: swing, trace: {TRACE}, variant: {{target_mbps: 4}}, label: S
 @pytest.mark.timeout(210)
 def test_swing_and_httperf_on_netem(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("SWELL_QUIET", "1")
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("swell.experiments.cli",))
     exp = tmp_path / "exp.yaml"
     exp.write_text(EXP)
     study = tmp_path / "study"

@@ -40,10 +40,14 @@ def test_voip_preset_gives_ditgs_rate_and_size(netns, tmp_path: Path, name: str)
     assert len(flows) == 4
     for f in flows:
         print(f"\n{name} flow {f['flow']}: {f['pps']:.4f} pkt/s, {f['bytes_mean']} B, "
-              f"idt sd {f['idt_std_us']:.1f} us, delay {f['delay_ms']:.3f} ms")
+              f"idt mean {f['idt_mean_us']:.1f} median {f['idt_median_us']:.1f} "
+              f"sd {f['idt_std_us']:.1f} us, delay {f['delay_ms']:.3f} ms")
         assert f["lost"] == 0 and f["received"] == f["sent"] >= 3.0 * p.rate_pps - 2
         assert f["bytes_mean"] == p.size_bytes  # every packet exactly D-ITG's size
-        assert abs(f["idt_mean_us"] - 1e6 / p.rate_pps) < 2.0  # D-ITG's rate, to 2 us
+        # D-ITG's rate: the typical gap to 2 us, the mean to 0.1% (one send that a busy
+        # host woke 300 us late moves a 99-gap mean by 3 us: CI, 2026-11-29)
+        assert abs(f["idt_median_us"] - 1e6 / p.rate_pps) < 2.0
+        assert abs(f["idt_mean_us"] * p.rate_pps / 1e6 - 1) < 1e-3
         assert f["delay_kind"] == "one-way" and 0 < f["delay_ms"] < 5
 
 

@@ -198,11 +198,8 @@ def test_htb_and_u32_forms_run_on_this_kernel(netns):
 
 
 # ------------------------------------------------------------------ lifecycle
-# The real `swell` entry point (swell.cli.main), with only the command modules these tests
-# use: faster start, and other stages' modules being edited cannot break these tests.
-_ENTRY = ("import sys; from swell import cli; "
-          "cli.COMMAND_MODULES = ('swell.topologies.cli', 'swell.extract.cli'); "
-          "sys.exit(cli.main())")
+# The real `swell` entry point (swell.cli.main; it loads only the command's own module)
+_ENTRY = "import sys; from swell import cli; sys.exit(cli.main())"
 SWELL = [str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "python"), "-c", _ENTRY]
 
 
@@ -323,7 +320,7 @@ def test_sigkill_then_cleanup_spares_decoys(tmp_path, topo_up):
 
 
 @pytest.mark.netem
-def test_netem_sigkill_then_cleanup(tmp_path, topo_up, capsys, monkeypatch):
+def test_netem_sigkill_then_cleanup(tmp_path, topo_up, capsys):
     """A SIGKILLed netem run leaves namespaces and qdiscs; `swell cleanup` removes them all.
 
     Runs in the VM layer (TCG), where a Python process that imports swell's topology
@@ -346,7 +343,6 @@ def test_netem_sigkill_then_cleanup(tmp_path, topo_up, capsys, monkeypatch):
     proc.kill()
     proc.communicate(timeout=30)
     assert traces(prefix, inodes), "a SIGKILLed run leaves its namespaces behind"
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("swell.topologies.cli",))
     capsys.readouterr()
     assert cli.main(["topo", "status"]) == 0
     assert f"{prefix}: crashed" in capsys.readouterr().out
