@@ -15,7 +15,8 @@ so a result can be judged and redone later from that file alone. Two parts:
   state and the sysctls are read at every call;
 * :func:`network_state` (each run, with its topology up): per namespace of
   the run, its qdiscs (``tc -s qdisc show``), the TCP sysctls in force there
-  and each interface's offloads (``ethtool -k``: what is on).
+  and each interface's offloads (``ethtool -k``: what is on), all read by one
+  shell process per namespace.
 
 Everything is best effort and never fails a run: a tool that is missing or a
 command that fails is recorded as such (``"not installed"`` when dpkg says so,
@@ -139,12 +140,16 @@ def sysctls(run: Callable[[list[str]], subprocess.CompletedProcess[str] | None] 
             ) -> dict[str, str | None]:
     """The TCP/queue sysctls in force (where ``run`` runs: the host, or a namespace)."""
     proc = run(["sysctl", "-e", *SYSCTLS])
+    return _parse_sysctls(proc.stdout if proc is not None else "")
+
+
+def _parse_sysctls(text: str) -> dict[str, str | None]:
+    """``sysctl`` output -> each of :data:`SYSCTLS` (``None`` where it said nothing)."""
     out: dict[str, str | None] = dict.fromkeys(SYSCTLS)
-    if proc is not None:
-        for line in proc.stdout.splitlines():
-            key, sep, value = line.partition(" = ")
-            if sep:
-                out[key.strip()] = " ".join(value.split())
+    for line in text.splitlines():
+        key, sep, value = line.partition(" = ")
+        if sep and key.strip() in out:
+            out[key.strip()] = " ".join(value.split())
     return out
 
 
@@ -197,30 +202,57 @@ def network_state(topo: Any) -> dict[str, Any]:
     return namespace_state(topo.layout.nodes, topo.run_in)
 
 
+# What network_state reads in one namespace, as ONE process: a shell that prints each
+# command's output under a "@@ " header line. One process per namespace instead of
+# about five (tc, ls, ethtool per interface, sysctl): in the VM layer's TCG guest each
+# process start costs 0.2-0.5 s, and a run has about a dozen namespaces.
+_MARK = "@@ "
+_STATE_SCRIPT = (
+    f'echo "{_MARK}qdiscs"; tc -s qdisc show || echo "{_MARK}failed"; '
+    'for i in $(ls /sys/class/net); do [ "$i" = lo ] && continue; '
+    f'echo "{_MARK}ethtool $i"; ethtool -k "$i" || echo "{_MARK}failed"; done; '
+    f'echo "{_MARK}sysctls"; sysctl -e {" ".join(SYSCTLS)}'
+)
+
+
+def _sections(text: str) -> list[tuple[str, str | None]]:
+    """The script's output -> (header, output or None where the command failed)."""
+    out: list[tuple[str, str | None]] = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith(_MARK) and line.strip() == f"{_MARK}failed" and out:
+            out[-1] = (out[-1][0], None)
+        elif line.startswith(_MARK):
+            out.append((line[len(_MARK):].strip(), ""))
+        elif out and out[-1][1] is not None:
+            out[-1] = (out[-1][0], out[-1][1] + line)
+    return out
+
+
 def namespace_state(nodes: Any, run_in: Callable[..., subprocess.CompletedProcess[str]]
                     ) -> dict[str, Any]:
-    """:func:`network_state` for ``nodes``, each command run by ``run_in(node, argv,
-    check=False, timeout=10)`` (a topology's ``run_in``)."""
+    """:func:`network_state` for ``nodes``: one ``run_in(node, ["sh", "-c", SCRIPT],
+    check=False, timeout=30)`` each (a topology's ``run_in``)."""
     state: dict[str, Any] = {}
     for node in nodes:
-        def run(argv: list[str], node: str = node) -> subprocess.CompletedProcess[str] | None:
-            try:
-                return run_in(node, argv, check=False, timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                return None
-
-        qd = run(["tc", "-s", "qdisc", "show"])
-        links = run(["ls", "/sys/class/net"])
-        offloads = {}
-        for intf in (links.stdout.split() if links is not None else []):
-            if intf == "lo":
-                continue
-            k = run(["ethtool", "-k", intf])
-            if k is not None and k.returncode == 0:
-                offloads[intf] = {f: on for f, on in _offloads(k.stdout).items() if on}
+        try:
+            proc = run_in(node, ["sh", "-c", _STATE_SCRIPT], check=False, timeout=30)
+            text = proc.stdout or ""
+        except (OSError, subprocess.TimeoutExpired):
+            text = ""
+        qdiscs: str | None = None
+        offloads: dict[str, dict[str, bool]] = {}
+        found: dict[str, str | None] = {}
+        for head, body in _sections(text):
+            if head == "qdiscs":
+                qdiscs = body
+            elif head.startswith("ethtool ") and body is not None:
+                offloads[head.split(" ", 1)[1]] = {
+                    f: on for f, on in _offloads(body).items() if on}
+            else:
+                found[head] = body
         state[str(node)] = {
-            "qdiscs": qd.stdout if qd is not None else None,
-            "sysctls": sysctls(run),
+            "qdiscs": qdiscs,
+            "sysctls": _parse_sysctls(found.get("sysctls") or ""),
             "offloads_on": offloads,
         }
     return state

@@ -101,38 +101,59 @@ ETHTOOL = ("Features for {0}:\nrx-checksumming: off\ntx-checksumming: on\n"
            "generic-receive-offload: on [fixed]\n")
 
 
-def _namespace_runner(calls: list[tuple[str, tuple[str, ...]]]):
-    """A command runner that answers as two namespaces of a run would (their own qdiscs,
-    interfaces, offloads and sysctl values), recording what it was asked."""
-    values = {"c0": ("cubic", "4096 131072 6291456"), "r0": ("reno", "4096 87380 6291456")}
+def _namespace_runner(tmp: Path, calls: list[tuple[str, tuple[str, ...]]]):
+    """A command runner that answers as three namespaces of a run would: it runs the
+    real ``sh -c`` it is given, with ``tc``, ``ls``, ``ethtool`` and ``sysctl``
+    replaced by scripts that print what each namespace's own would (its qdiscs,
+    interfaces, offloads and sysctl values; in ``x0`` tc and ethtool fail) and log
+    their arguments."""
+    values = {"c0": ("cubic", "4096 131072 6291456"), "r0": ("reno", "4096 87380 6291456"),
+              "x0": ("cubic", "4096 131072 6291456")}
+    links = {"c0": "lo c0-eth0", "r0": "lo r0-eth0 r0-eth1", "x0": "lo x0-eth0"}
+    qdiscs = {"c0": QDISC_C0, "r0": "qdisc noqueue 0: dev lo root refcnt 2\n"}
+
+    def tools(node: str) -> Path:
+        bin_dir = tmp / node / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        log = tmp / node / "argv.log"
+        cc, rmem = values[node]
+        data = {"qdiscs": qdiscs.get(node, ""), "ethtool": ETHTOOL.format("IFACE"),
+                "sysctl": (f"net.ipv4.tcp_congestion_control = {cc}\n"
+                           f"net.ipv4.tcp_rmem = {rmem.replace(' ', chr(9))}\n")}
+        for name, text in data.items():
+            (tmp / node / name).write_text(text)
+        ok = node != "x0"
+        scripts = {
+            "tc": f"cat {tmp / node / 'qdiscs'}" if ok else "exit 1",
+            "ls": f"echo {links[node]}",
+            "ethtool": (f'sed "s/IFACE/$2/" {tmp / node / "ethtool"}' if ok
+                        else "echo 'no such device' >&2; exit 75"),
+            "sysctl": f"cat {tmp / node / 'sysctl'}",
+        }
+        for name, body in scripts.items():
+            (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {log}\n{body}\n')
+            (bin_dir / name).chmod(0o755)
+        return bin_dir
 
     def run_in(node: str, argv: list[str], check: bool = False,
                timeout: float = 10) -> subprocess.CompletedProcess[str]:
-        calls.append((node, tuple(argv)))
-        out, code = "", 0
-        if argv[:2] == ["tc", "-s"]:
-            out = QDISC_C0 if node == "c0" else "qdisc noqueue 0: dev lo root refcnt 2\n"
-        elif argv[0] == "ls":
-            out = "lo\nc0-eth0\n" if node == "c0" else "lo\nr0-eth0\nr0-eth1\n"
-        elif argv[0] == "ethtool":
-            out = ETHTOOL.format(argv[-1])
-        elif argv[0] == "sysctl":
-            cc, rmem = values[node]
-            out = (f"net.ipv4.tcp_congestion_control = {cc}\n"
-                   f"net.ipv4.tcp_rmem = {rmem.replace(' ', chr(9))}\n")
-        else:
-            code = 1
-        return subprocess.CompletedProcess(argv, code, out, "")
+        env = {"PATH": f"{tools(node)}:/usr/bin:/bin"}
+        calls.append((node, ("<process>", *argv[:1])))
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+        log = tmp / node / "argv.log"
+        calls.extend((node, tuple(line.split())) for line in log.read_text().splitlines())
+        log.unlink()
+        return proc
 
     return run_in
 
 
 def test_network_state_reads_back_from_host_json(tmp_path: Path) -> None:
     calls: list[tuple[str, tuple[str, ...]]] = []
-    state = namespace_state(["c0", "r0"], _namespace_runner(calls))
+    state = namespace_state(["c0", "r0", "x0"], _namespace_runner(tmp_path, calls))
     write_json(tmp_path / "host.json", {"network": state})
     back = json.loads((tmp_path / "host.json").read_text())["network"]
-    assert set(back) == {"c0", "r0"}
+    assert set(back) == {"c0", "r0", "x0"}
     assert back["c0"]["qdiscs"] == QDISC_C0 and "dropped 2" in back["c0"]["qdiscs"]
     assert back["r0"]["qdiscs"].startswith("qdisc noqueue")
     on = {"tx-checksumming": True, "tx-checksum-ip-generic": True,
@@ -143,5 +164,11 @@ def test_network_state_reads_back_from_host_json(tmp_path: Path) -> None:
     assert back["r0"]["sysctls"]["net.ipv4.tcp_congestion_control"] == "reno"
     assert back["r0"]["sysctls"]["net.ipv4.tcp_rmem"] == "4096 87380 6291456"
     assert back["c0"]["sysctls"]["net.core.rmem_max"] is None  # not answered: null
+    # where tc and ethtool fail: null qdiscs, no offloads, the sysctls still read
+    assert back["x0"]["qdiscs"] is None and back["x0"]["offloads_on"] == {}
+    assert back["x0"]["sysctls"]["net.ipv4.tcp_congestion_control"] == "cubic"
     assert ("r0", ("ethtool", "-k", "r0-eth1")) in calls
+    assert ("x0", ("ethtool", "-k", "x0-eth0")) in calls
     assert not any(argv[-1] == "lo" for _, argv in calls if argv[0] == "ethtool")
+    # one process per namespace, whatever its interfaces
+    assert [node for node, argv in calls if argv[0] == "<process>"] == ["c0", "r0", "x0"]
