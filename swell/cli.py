@@ -59,8 +59,8 @@ Every command takes --help. Set SWELL_QUIET=1 to hide progress output.
 def command_modules(argv: Sequence[str] | None = None) -> list[str]:
     """The command modules to load for ``argv``: only the one that provides its
     command when that is known (importing them all pulls in SciPy and Matplotlib:
-    2.9 s per ``swell`` process here, 10-20 s in a TCG guest, where a testbed
-    host runs a dozen short ones), all of them for help or an unknown command."""
+    2.9 s per ``swell`` process on this host; ``swell testbed`` alone takes 0.1 s),
+    all of them for help or an unknown command."""
     words = [a for a in argv or () if not a.startswith("-")]
     if words:
         for mod_name, commands in COMMAND_MODULES.items():
