@@ -147,6 +147,22 @@ def test_leg_summary_measures_errors() -> None:
     assert out["padded"] == 100 and out["expected_bytes"] == out["received_bytes"] == 2000
     assert out["idt_error_p99_ms"] == pytest.approx(3.0, abs=0.1)
     assert out["arrival_offset_p99_ms"] < 1e-6
+    assert out["lag_ms"] == pytest.approx(0.0, abs=1e-6)  # one late send, caught up
+
+
+def test_leg_summary_lag_of_a_sender_that_never_catches_up() -> None:
+    """A 4 ms hold at packet 30 shifts every later send; then 10 us late on every gap."""
+    t = np.arange(200) * 0.005
+    sched = PacketSchedule(t, np.full(200, 128), np.full(200, 100), 0.0)
+    held = np.where(np.arange(200) >= 30, 0.004, 0.0)
+    rx = {"seq": np.arange(1, 201), "tx_s": 2.0 + t + held, "rx_s": 2.0 + t + held,
+          "size": np.full(200, 100)}
+    out = leg_summary(sched, np.full(200, 100), rx, "udp")
+    assert out["lag_ms"] == pytest.approx(4.0, abs=0.01)
+    assert out["offset_p99_ms"] == pytest.approx(4.0, abs=0.01)
+    steady = {**rx, "tx_s": 2.0 + t + np.arange(200) * 10e-6}
+    assert leg_summary(sched, np.full(200, 100), steady, "udp")["lag_ms"] == \
+        pytest.approx(1.99, abs=0.01)
 
 
 def test_split_trace(tmp_path: Path) -> None:
