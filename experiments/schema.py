@@ -94,6 +94,12 @@ class Experiment(StrictModel):
     name: str
     description: str = ""
     seed: int = Field(1, ge=0)
+    # per_run: each sweep point and repetition draws its own seed. common: every sweep
+    # point of a repetition gets the same seed (common random numbers): backgrounds whose
+    # variants leave the draw alone (request sizes, think times, capped links, another
+    # bottleneck) then draw the same sessions at the same times, so the configurations
+    # differ by what the sweep changes and not by a draw (Figure 13's equal forward load)
+    seeds: Literal["per_run", "common"] = "per_run"
     duration_s: float = Field(60.0, gt=0, le=7 * 86400)
     warmup_s: float = Field(5.0, ge=0, le=86400)
     repetitions: int = Field(1, ge=1, le=1000)
@@ -380,7 +386,8 @@ def _portable(value: Any, field: str = "") -> Any:
 
 
 def derive_seed(seed: int, key: str, repetition: int) -> int:
-    """A stable per-run seed from the experiment seed, the run key and the repetition."""
+    """A stable per-run seed from the experiment seed, the run key and the repetition
+    (``key`` is ``"common"`` for every run under ``seeds: common``)."""
     digest = hashlib.sha256(f"{seed}/{key}/{repetition}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
 
@@ -442,8 +449,9 @@ def expand_runs(exp: Experiment, where: str = "experiment") -> list[RunPlan]:
                            for k, v in zip(keys, combo, strict=True)) or "single"
         key = _slug(label) + "-" + hashlib.sha1(key_src.encode()).hexdigest()[:6]
         point = tuple((k, _value_label(v)) for k, v in zip(keys, combo, strict=True))
+        seed_key = key_src if exp.seeds == "per_run" else "common"
         for rep in range(exp.repetitions):
-            plans.append(RunPlan(key, label, rep, derive_seed(exp.seed, key_src, rep), spec,
+            plans.append(RunPlan(key, label, rep, derive_seed(exp.seed, seed_key, rep), spec,
                                  point))
     return plans
 

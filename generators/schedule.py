@@ -408,20 +408,24 @@ def _session_bytes(s: Session) -> tuple[int, int]:
     return req, rsp
 
 
-def _conn_bytes(s: Session, t: float) -> list[tuple[float, int]]:
+def _conn_bytes(s: Session, t: float, weights: tuple[float, float] = (1.0, 1.0)
+                ) -> list[tuple[float, float]]:
     """(scheduled start, bytes both ways) of a session's connections if it starts at ``t``
-    (RREs follow each other by their gaps: a lower bound, transfer times are unknown)."""
+    (RREs follow each other by their gaps: a lower bound, transfer times are unknown);
+    ``weights``: what a request's and a response's byte count for."""
     out = []
+    wq, wr = weights
     for rre in s.rres:
         t += rre.gap
-        out += [(t + c.offset, c.req_bytes + c.rsp_bytes) for c in rre.conns]
+        out += [(t + c.offset, wq * c.req_bytes + wr * c.rsp_bytes) for c in rre.conns]
     return out
 
 
 def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: float,
                    scale: float, target_mbps: float | None, n_servers: int,
                    rng: np.random.Generator, counts: dict[str, int],
-                   cuts: tuple[float, ...] = ()) -> list[Session]:
+                   cuts: tuple[float, ...] = (),
+                   size_weights: tuple[float, float] = (1.0, 1.0)) -> list[Session]:
     """Sessions (unmapped: no client, ``OBS:PORT`` servers) with their start times.
 
     Without a target, each application draws a Poisson count with the process's
@@ -432,6 +436,9 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
     bytes of the connections scheduled to start in the segment (those of earlier
     segments' sessions included) are closest to ``target_mbps`` over it. Contents
     never depend on the times: the sessions are i.i.d. draws of the model.
+    ``size_weights`` count request and response bytes towards the target (a variant that
+    scales sizes after the target counts them at their size before it, so the same
+    seed draws the same sessions whatever the factor).
     """
     expected = np.array([process.expected(a, duration_s, scale) for a in apps])
     edges = [0.0, *sorted(c for c in cuts if 0 < c < duration_s), duration_s]
@@ -450,13 +457,14 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
         if expected.sum() <= 0:
             continue
         budget = target_mbps * 1e6 / 8 * (end - start)
-        total = float(sum(b for s in drawn for t, b in _conn_bytes(s, s.t) if start <= t < end))
+        total = float(sum(b for s in drawn for t, b in _conn_bytes(s, s.t, size_weights)
+                          if start <= t < end))
         weights = expected / expected.sum()
         while total < budget:
             k = int(rng.choice(len(apps), p=weights))
             sess = _draw_session(apps[k], 0.0, "", n_servers, rng, counts)
             t0 = float(process.place(apps[k], 1, start, end, rng)[0])
-            inside = sum(b for t, b in _conn_bytes(sess, t0) if start <= t < end)
+            inside = sum(b for t, b in _conn_bytes(sess, t0, size_weights) if start <= t < end)
             if total + inside - budget > budget - total and total > 0:
                 break  # this one would overshoot more than stopping short
             drawn.append(Session(0, round(t0, 9), "", sess.rres))
@@ -511,13 +519,15 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
                    target_mbps: float | None = None,
                    client_rates: list[float | None] | None = None,
                    server_rates: list[float | None] | None = None,
-                   cuts: tuple[float, ...] = (), rre_draw: str = "independent") -> Schedule:
+                   cuts: tuple[float, ...] = (), rre_draw: str = "independent",
+                   target_weights: tuple[float, float] = (1.0, 1.0)) -> Schedule:
     """Draw a schedule: each app's sessions over ``duration_s`` at ``scale`` x its trace rate.
 
     Session starts come from the arrival process ``arrivals``
     (:mod:`swell.generators.arrivals`); with ``target_mbps`` (payload, both
     directions) the session count is chosen so the schedule offers that load, in
-    each segment of the run between ``cuts`` (e.g. the warm-up and the window).
+    each segment of the run between ``cuts`` (e.g. the warm-up and the window),
+    counting request and response bytes by ``target_weights``.
     Sessions are mapped onto the emulated hosts by :mod:`swell.generators.hostmap`
     (``*_rates``: each host's access link rate in Mbit/s, None for unlimited):
     the observed servers' popularity kept, no host asked for more than its link
@@ -540,7 +550,7 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     usable = [a for a in apps if a.name not in skipped]
     process = choose(arrivals, duration_s, max(a.trace_duration_s for a in usable))
     drawn = _draw_sessions(usable, process, duration_s, scale, target_mbps, len(servers),
-                           rng, counts, cuts)
+                           rng, counts, cuts, target_weights)
     if not drawn:
         raise SwellError("model", f"zero sessions drawn in {duration_s} s at scale {scale}")
     sessions, hosts = _map_hosts(drawn, clients, servers, client_rates, server_rates,

@@ -370,10 +370,29 @@ def offered_mbps(sched: Schedule, start_s: float = 0.0, end_s: float | None = No
     return 8.0 * total / max(end - start_s, 1e-9) / 1e6
 
 
+def size_weights(variants: list[dict[str, Any]]) -> tuple[float, float]:
+    """How much a request's and a response's byte count towards a target load, from the
+    model's variant records: sizes scaled after the session rate was set to the target
+    (``req``, ``rsp``) count at their size before the factor. Two variants that differ
+    only in a size factor then stop drawing sessions at the same place, and with the
+    same seed (``seeds: common``) draw the same sessions: Figure 13's two backgrounds,
+    requests x1.6 and x16, get the same responses."""
+    kq = kr = 1.0
+    for v in variants:
+        if v.get("name") in ("scale_sessions", "scale_to_rate"):
+            kq = kr = 1.0  # a factor before the rate was set is part of the target
+        elif v.get("name") == "scale_requests":
+            kq *= float(v["k"])
+        elif v.get("name") == "scale_responses":
+            kr *= float(v["k"])
+    return 1.0 / kq, 1.0 / kr
+
+
 def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
                    servers: list[Endpoint] | list[str], duration_s: float, seed: int,
                    scale: float, target_mbps: float | None, arrivals: str = "auto",
-                   window_start_s: float = 0.0, rre_draw: str = "independent") -> Schedule:
+                   window_start_s: float = 0.0, rre_draw: str = "independent",
+                   target_weights: tuple[float, float] = (1.0, 1.0)) -> Schedule:
     """The schedule of one run: drawn once from ``seed``, never chosen among seeds.
 
     A target (payload, both directions) is met by construction: the session count is
@@ -381,6 +400,8 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     model still varies (the split between directions, the bytes inside the window) is
     left as drawn, and studies report its spread over seeds. Endpoints bring their
     access link rates, so the sessions are mapped onto hosts their links can carry.
+    ``target_weights``: :func:`size_weights` of the model, with ``target_mbps`` the
+    load before its size factors.
     """
     from swell.generators.schedule import build_schedule
 
@@ -395,7 +416,8 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     sched = build_schedule(apps, c_addrs, s_addrs, duration_s, seed, scale=scale,
                            arrivals=arrivals, target_mbps=target_mbps,
                            client_rates=c_rates, server_rates=s_rates,
-                           cuts=(window_start_s,), rre_draw=rre_draw)
+                           cuts=(window_start_s,), rre_draw=rre_draw,
+                           target_weights=target_weights)
     sched.meta["window_start_s"] = window_start_s
     sched.meta["offered_window_mbps"] = offered_mbps(sched, window_start_s)
     return sched
@@ -526,12 +548,17 @@ class SwingKind(TrafficKind):
         if not pl.bg_clients or not pl.bg_servers:
             raise SwellError("swing", "needs background clients and servers in the topology")
         apps, scale = load_app_samples(self.model)
+        from swell.extract.model import load_model
+
         asked = self.asked_mbps() or {}
-        target = sum(asked.values()) if self.s.variant is not None and \
+        weights = size_weights(load_model(self.model).meta.get("variants", []))
+        target = asked.get("forward", 0.0) * weights[0] + asked.get("reverse", 0.0) * \
+            weights[1] if self.s.variant is not None and \
             self.s.variant.target_mbps is not None else None
         sched = swing_schedule(apps, list(pl.bg_clients), list(pl.bg_servers), ctx.duration_s,
                                ctx.seed, scale, target, self.s.arrivals,
-                               window_start_s=ctx.warmup_s, rre_draw=self.s.rre_draw)
+                               window_start_s=ctx.warmup_s, rre_draw=self.s.rre_draw,
+                               target_weights=weights)
         self.sched = sched
         self.warnings = host_warnings(sched)
         for w in self.warnings:  # before any traffic: the run may fall short

@@ -180,3 +180,49 @@ def test_delivery_problems():
     assert len(problems) == 1 and "delivered 12.00 of 20.00" in problems[0]
     _, problems = run_delivery(19.5, cut=9)
     assert len(problems) == 1 and "9 connections cut" in problems[0]
+
+
+def test_a_size_factor_after_the_target_leaves_the_draw_alone(tmp_path):
+    """Figure 13's two backgrounds (target 10 Mbit/s, requests x1.6 and x16) with one
+    seed draw the same sessions at the same times with the same responses: the target
+    counts requests at their size before the factor (``size_weights``). Counted at their
+    scaled size, the heavier requests reach the budget sooner and the draws part."""
+    from swell.extract.model import load_model
+    from swell.generators.swing import size_weights
+
+    base = save_model(extract_model(DATA / "example.pcap", label="test"), tmp_path / "base")
+    rev = {k: apply_variant(base, VariantSpec(target_mbps=10.0, req=k), tmp_path)
+           for k in (1.6, 16.0)}
+    weights = {k: size_weights(load_model(m).meta["variants"]) for k, m in rev.items()}
+    assert weights[16.0] == pytest.approx((1 / 16, 1.0)) and weights[1.6][1] == 1.0
+    servers = [f"10.2.0.{i + 1}" for i in range(20)]
+    parted = 0
+    for seed in (1, 2, 3):
+        got, plain = {}, {}
+        for k, m in rev.items():
+            apps, scale = load_app_samples(m)
+            got[k] = swing_schedule(apps, CLIENTS[:40], servers, 30.0, seed, scale, 10.0,
+                                    window_start_s=5.0, target_weights=weights[k])
+            meta = load_model(m).meta  # the model's mean load, both ways (what was asked)
+            asked = 8e-6 * float(meta.get("rate_scale", 1.0)) / load_model(m).duration_s * sum(
+                a["bytes_c2s"] + a["bytes_s2c"] for a in meta["apps"].values())
+            plain[k] = swing_schedule(apps, CLIENTS[:40], servers, 30.0, seed, scale, asked,
+                                      window_start_s=5.0)
+        a, b = got[1.6].sessions, got[16.0].sessions
+        assert [s.t for s in a] == [s.t for s in b]
+        conns = [(x, y) for sa, sb in zip(a, b, strict=True)
+                 for ra, rb in zip(sa.rres, sb.rres, strict=True)
+                 for x, y in zip(ra.conns, rb.conns, strict=True)]
+        assert all([p[1:] for p in x.pairs] == [p[1:] for p in y.pairs] for x, y in conns)
+        # the hosts are mapped by the load they carry, requests included (hostmap)
+        same = np.mean([sa.client == sb.client for sa, sb in zip(a, b, strict=True)]
+                       + [x.server == y.server for x, y in conns])
+        print(f"seed {seed}: {len(a)} sessions, same hosts {same:.0%}")
+        req = np.array([(p[0], q[0]) for x, y in conns
+                        for p, q in zip(x.pairs, y.pairs, strict=True)], dtype=float)
+        big = req[:, 0] >= 100
+        assert np.allclose(req[big, 1] / req[big, 0], 10.0, rtol=0.01)
+        fwd = {k: offered_by_direction(s, 5.0) for k, s in got.items()}
+        assert fwd[1.6]["reverse"] == fwd[16.0]["reverse"]  # the downloads' direction
+        parted += [s.t for s in plain[1.6].sessions] != [s.t for s in plain[16.0].sessions]
+    assert parted == 1  # seed 2 (seeded draws: a fixed fact of this model)

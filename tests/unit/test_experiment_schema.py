@@ -115,6 +115,12 @@ topology: {bottleneck: {rate_mbps: 5}}
     assert [r.seed for r in runs] == [r.seed for r in expand_runs(load_experiment(p))]
     assert len({r.seed for r in runs}) == 8
     assert derive_seed(1, "a", 0) != derive_seed(2, "a", 0)
+    common = expand_runs(load_experiment(write(tmp_path, "c.yaml", p.read_text()
+                                               + "seeds: common\n")))
+    assert [(r.key, r.repetition) for r in common] == [(r.key, r.repetition) for r in runs]
+    by_rep = {rep: {r.seed for r in common if r.repetition == rep} for rep in (0, 1)}
+    assert all(len(v) == 1 for v in by_rep.values()) and by_rep[0] != by_rep[1]
+    assert by_rep[0] == {derive_seed(1, "common", 0)}
 
 
 def test_keys_and_seeds_do_not_depend_on_the_location(tmp_path):
