@@ -61,20 +61,47 @@ def _bg(run: dict[str, Any]) -> dict[str, float]:
 
 
 def fig13(study: Path) -> dict[str, Any]:
-    """Per bottleneck rate and background (repetition 0): downloads, rates, median, p90."""
+    """Per bottleneck rate and background, every repetition: downloads, the background's
+    offered load (the schedule's, in the window) and measured rates at the bottleneck,
+    median and p90; ``summary``: per configuration, the mean and sd over repetitions."""
     data = load_results(study)
     rows = []
     for label, runs in group_runs(data).items():
-        run = runs[0]
-        rt = response_times(run)
-        rows.append({"bottleneck_mbps": float(run["point"].get("topology.bottleneck.rate_mbps")),
-                     "label": label, "name": run.get("background_label") or label,
-                     "downloads": int(rt.size), "bg_mbps": _bg(run),
-                     "median_s": float(np.median(rt)) if rt.size else None,
-                     "p90_s": float(np.percentile(rt, 90)) if rt.size else None,
-                     "problems": run.get("problems", [])})
-    rows.sort(key=lambda r: -r["bottleneck_mbps"])
-    return {"rows": rows, "duration_s": data["experiment"].get("duration_s")}
+        for run in runs:
+            rt = response_times(run)
+            load = run.get("load") or {}
+            rows.append({
+                "bottleneck_mbps": float(run["point"].get("topology.bottleneck.rate_mbps")),
+                "label": label, "name": run.get("background_label") or label,
+                "repetition": int(run.get("repetition", 0)), "seed": run.get("seed"),
+                "downloads": int(rt.size), "bg_mbps": _bg(run),
+                "offered_mbps": {d: round(load[d]["offered_mbps"], 3)
+                                 for d in ("forward", "reverse")
+                                 if (load.get(d) or {}).get("offered_mbps") is not None},
+                "median_s": float(np.median(rt)) if rt.size else None,
+                "p90_s": float(np.percentile(rt, 90)) if rt.size else None,
+                "problems": run.get("problems", [])})
+    rows.sort(key=lambda r: (-r["bottleneck_mbps"], r["label"], r["repetition"]))
+    summary = []
+    for key in dict.fromkeys((r["bottleneck_mbps"], r["name"]) for r in rows):
+        mine = [r for r in rows if (r["bottleneck_mbps"], r["name"]) == key]
+        entry: dict[str, Any] = {"bottleneck_mbps": key[0], "name": key[1], "runs": len(mine)}
+        for field in ("median_s", "p90_s"):
+            vals = np.array([r[field] for r in mine if r[field] is not None], dtype=float)
+            entry[field] = _mean_sd(vals)
+        for d in ("forward", "reverse"):
+            entry[f"bg_{d}_mbps"] = _mean_sd(np.array([r["bg_mbps"][d] for r in mine]))
+        summary.append(entry)
+    return {"rows": rows, "summary": summary, "duration_s": data["experiment"].get("duration_s"),
+            "repetitions": data["experiment"].get("repetitions"),
+            "seeds": data["experiment"].get("seeds", "per_run")}
+
+
+def _mean_sd(vals: np.ndarray) -> list[float] | None:
+    """[mean, sd] (sd 0 for one value), None for none."""
+    if not vals.size:
+        return None
+    return [float(vals.mean()), float(vals.std(ddof=1)) if vals.size > 1 else 0.0]
 
 
 def fig14(studies: list[Path]) -> dict[str, Any]:
