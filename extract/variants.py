@@ -124,6 +124,24 @@ def cap_capacity(model: SwingModel, cap_bps: float) -> SwingModel:
     return _record(m, "cap_capacity", cap_bps=cap_bps)
 
 
+def size_weights(variants: list[dict[str, Any]]) -> tuple[float, float]:
+    """How much a request's and a response's byte count towards a target load, from the
+    model's variant records: sizes scaled after the session rate was set to the target
+    (``req``, ``rsp``) count at their size before the factor. Two variants that differ
+    only in a size factor then stop drawing sessions at the same place, and with the
+    same seed (``seeds: common``) draw the same sessions: Figure 13's two backgrounds,
+    requests x1.6 and x16, get the same responses."""
+    kq = kr = 1.0
+    for v in variants:
+        if v.get("name") in ("scale_sessions", "scale_to_rate"):
+            kq = kr = 1.0  # a factor before the rate was set is part of the target
+        elif v.get("name") == "scale_requests":
+            kq *= float(v["k"])
+        elif v.get("name") == "scale_responses":
+            kr *= float(v["k"])
+    return 1.0 / kq, 1.0 / kr
+
+
 def apply(model: SwingModel, scale: float | None = None, target_mbps: float | None = None,
           rsp: float | None = None, hb_rtt_ms: float | None = None, zero_think_times: bool = False,
           cap_mbps: float | None = None, req: float | None = None) -> SwingModel:

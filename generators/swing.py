@@ -370,22 +370,12 @@ def offered_mbps(sched: Schedule, start_s: float = 0.0, end_s: float | None = No
     return 8.0 * total / max(end - start_s, 1e-9) / 1e6
 
 
-def size_weights(variants: list[dict[str, Any]]) -> tuple[float, float]:
-    """How much a request's and a response's byte count towards a target load, from the
-    model's variant records: sizes scaled after the session rate was set to the target
-    (``req``, ``rsp``) count at their size before the factor. Two variants that differ
-    only in a size factor then stop drawing sessions at the same place, and with the
-    same seed (``seeds: common``) draw the same sessions: Figure 13's two backgrounds,
-    requests x1.6 and x16, get the same responses."""
-    kq = kr = 1.0
-    for v in variants:
-        if v.get("name") in ("scale_sessions", "scale_to_rate"):
-            kq = kr = 1.0  # a factor before the rate was set is part of the target
-        elif v.get("name") == "scale_requests":
-            kq *= float(v["k"])
-        elif v.get("name") == "scale_responses":
-            kr *= float(v["k"])
-    return 1.0 / kq, 1.0 / kr
+def _asked_mbps(m: Any) -> dict[str, float]:
+    """A Swing model's mean payload rate per direction (its variants applied), Mbit/s."""
+    k = 8.0 * float(m.meta.get("rate_scale", 1.0)) / max(m.duration_s, 1e-9) / 1e6
+    apps = m.meta["apps"].values()
+    return {"forward": k * sum(a["bytes_c2s"] for a in apps),
+            "reverse": k * sum(a["bytes_s2c"] for a in apps)}
 
 
 def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
@@ -400,8 +390,8 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     model still varies (the split between directions, the bytes inside the window) is
     left as drawn, and studies report its spread over seeds. Endpoints bring their
     access link rates, so the sessions are mapped onto hosts their links can carry.
-    ``target_weights``: :func:`size_weights` of the model, with ``target_mbps`` the
-    load before its size factors.
+    ``target_weights``: :func:`swell.extract.variants.size_weights` of the model, with
+    ``target_mbps`` the load before its size factors.
     """
     from swell.generators.schedule import build_schedule
 
@@ -529,17 +519,13 @@ class SwingKind(TrafficKind):
         """The model's mean payload rate per direction (variants applied)."""
         from swell.extract.model import load_model
 
-        if self.model is None:
-            return None
-        m = load_model(self.model)
-        k = 8.0 * float(m.meta.get("rate_scale", 1.0)) / max(m.duration_s, 1e-9) / 1e6
-        apps = m.meta["apps"].values()
-        return {"forward": k * sum(a["bytes_c2s"] for a in apps),
-                "reverse": k * sum(a["bytes_s2c"] for a in apps)}
+        return None if self.model is None else _asked_mbps(load_model(self.model))
 
     def build(self, ctx: RunContext) -> Generator:
         import sys
 
+        from swell.extract.model import load_model
+        from swell.extract.variants import size_weights
         from swell.generators.schedule import load_app_samples
 
         if self.model is None:
@@ -548,13 +534,11 @@ class SwingKind(TrafficKind):
         if not pl.bg_clients or not pl.bg_servers:
             raise SwellError("swing", "needs background clients and servers in the topology")
         apps, scale = load_app_samples(self.model)
-        from swell.extract.model import load_model
-
-        asked = self.asked_mbps() or {}
-        weights = size_weights(load_model(self.model).meta.get("variants", []))
-        target = asked.get("forward", 0.0) * weights[0] + asked.get("reverse", 0.0) * \
-            weights[1] if self.s.variant is not None and \
-            self.s.variant.target_mbps is not None else None
+        model = load_model(self.model)
+        asked = _asked_mbps(model)
+        weights = size_weights(model.meta.get("variants", []))
+        target = asked["forward"] * weights[0] + asked["reverse"] * weights[1] \
+            if self.s.variant is not None and self.s.variant.target_mbps is not None else None
         sched = swing_schedule(apps, list(pl.bg_clients), list(pl.bg_servers), ctx.duration_s,
                                ctx.seed, scale, target, self.s.arrivals,
                                window_start_s=ctx.warmup_s, rre_draw=self.s.rre_draw,

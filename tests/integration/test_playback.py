@@ -213,9 +213,9 @@ def test_tpb_carries_the_bytes_in_order(netns, tmp_path: Path) -> None:  # type:
         if on_time(summary, steal):
             break
         print(f"TPB timing missed ({attempt}; hypervisor steal {steal:.0f} ms)")
-    assert summary["arrival_offset_p99_ms"] <= 100.0
-    assert summary["offset_p99_ms"] <= 5.0 + steal / 2, \
-        f"lag {summary['lag_ms']:.1f} ms, steal {steal:.0f} ms"
+    assert on_time(summary, steal), (f"offsets p99 {summary['offset_p99_ms']:.1f} ms, "
+                                     f"arrivals {summary['arrival_offset_p99_ms']:.1f} ms, "
+                                     f"lag {summary['lag_ms']:.1f} ms, steal {steal:.0f} ms")
 
 
 def test_tcpreplay_rewrites_into_the_topology(netns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

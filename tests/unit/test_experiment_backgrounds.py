@@ -188,7 +188,7 @@ def test_a_size_factor_after_the_target_leaves_the_draw_alone(tmp_path):
     counts requests at their size before the factor (``size_weights``). Counted at their
     scaled size, the heavier requests reach the budget sooner and the draws part."""
     from swell.extract.model import load_model
-    from swell.generators.swing import size_weights
+    from swell.extract.variants import size_weights
 
     base = save_model(extract_model(DATA / "example.pcap", label="test"), tmp_path / "base")
     rev = {k: apply_variant(base, VariantSpec(target_mbps=10.0, req=k), tmp_path)
