@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import pywt
-from scipy.special import digamma, zeta
 
 DEFAULT_VANISHING_MOMENTS = 3
 DEFAULT_MIN_COEFFS = 4
@@ -117,12 +116,16 @@ class HurstEstimate:
 
 def bias_g(n_coeffs: np.ndarray) -> np.ndarray:
     """``g_j = psi(n_j/2)/ln 2 - log2(n_j/2)``: the mean of log2 of a chi2(n)/n."""
+    from scipy.special import digamma  # here: SciPy's import is most of `swell run`'s start
+
     half = np.asarray(n_coeffs, dtype=float) / 2.0
     return digamma(half) / LN2 - np.log2(half)
 
 
 def variance_of_y(n_coeffs: np.ndarray) -> np.ndarray:
     """``Var y_j = zeta(2, n_j/2) / ln^2 2``."""
+    from scipy.special import zeta
+
     half = np.asarray(n_coeffs, dtype=float) / 2.0
     return zeta(2.0, half) / LN2**2
 

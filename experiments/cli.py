@@ -14,7 +14,8 @@ from typing import Any
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from swell.experiments.report import make_report
+    # the report's module (Matplotlib, SciPy's stats) only when a report is made: under
+    # the VM layer's TCG its import took about half of a short `--no-report` study
     from swell.experiments.runner import run_experiment
 
     if args.testbed:
@@ -35,6 +36,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                engine=args.engine, cleanup=args.cleanup)
     print(f"study: {study}")
     if not args.no_report:
+        from swell.experiments.report import make_report
+
         print(f"report: {make_report(study)}")
     return 0
 

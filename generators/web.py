@@ -263,9 +263,14 @@ class Httperf:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, _ = self.proc.communicate()
-        self.proc = None
+        code, self.proc = self.proc.returncode, None
         text = out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
-        return self.parse(text)
+        try:
+            return self.parse(text)
+        except SwellError as err:  # say what the tool did instead, for the next reader
+            tail = " | ".join(text.strip().splitlines()[-3:]) or "nothing"
+            raise SwellError(self.tool, f"{err.message} (exit status {code}; "
+                                        f"its output ended with: {tail[-300:]})") from None
 
 
 def parse_ab(text: str) -> HttperfSummary:

@@ -226,6 +226,13 @@ boot() {
 
 SECONDS=0
 start=$(date +%s)
+# Matplotlib's font cache, built here (a second or two) rather than in the guest: a fresh
+# clone has none, and under TCG the guest built it in every process that imported
+# Matplotlib before the first one wrote it (CI, 2026-11-29: the Swing study's first try
+# 113 s, its re-run 53 s). The guest reads the same fonts from the same root filesystem.
+mkdir -p "$repo/out/vmtest/mplconfig"
+MPLCONFIGDIR="$repo/out/vmtest/mplconfig" "$repo/.venv/bin/python" -c \
+  "import matplotlib.font_manager" 2>/dev/null || say "could not build Matplotlib's font cache"
 kvm_log="$(mktemp)"; log="$(mktemp)"
 trap 'rm -f "$kvm_log" "$log"' EXIT
 if [ -e /dev/kvm ] && boot "$KVM_BOOT_S" "$log"; then

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from swell.errors import SwellError
-from swell.generators.web import apache_config, make_objects, parse_httperf, response_times
+from swell.generators.web import Httperf, apache_config, make_objects, parse_httperf, response_times
 
 HTTPERF_OUT = """\
 Total: connections 873 requests 873 replies 872 test-duration 2.000 s
@@ -25,6 +26,20 @@ def test_parse_httperf():
     assert s.conn_time_ms_avg == 2.3 and s.conn_time_ms_median == 2.5 and s.duration_s == 2.0
     with pytest.raises(SwellError, match="httperf"):
         parse_httperf("httperf: connection refused\n")
+
+
+def test_a_tool_that_printed_no_statistics_says_what_it_did():
+    """A client that ended without its statistics: the error names its exit status and
+    the last of its output (CI's TCG guest, 2026-11-29, said only "output lacks")."""
+    tool = Httperf("10.9.0.2", 80, 1000)
+    script = "echo starting; echo 'httperf: connect: gone'; exit 3"
+    tool.proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT)
+    tool.proc.wait()
+    said = r"lacks .*exit status 3.*starting \| httperf: connect: gone"
+    with pytest.raises(SwellError, match=said):
+        tool.stop()
+    assert tool.proc is None
 
 
 def test_apache_config_is_confined(tmp_path: Path):
