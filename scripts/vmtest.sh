@@ -155,7 +155,7 @@ else
   guest_args=(-m netem "${netem_files[@]}" "$@")
   # Every netem test runs. The Swing + httperf study (test_netem_run.py) was left out
   # until 2026-11-29 (133-171 s over 9p, the layer over its budget); over virtio-fs
-  # it takes 106 s and the whole layer 473 s here (10:34 UTC).
+  # it takes 72 s and the whole layer 438 s here (18:00 UTC; docs/netem.md, Status).
 fi
 
 kernel="$(ls /boot/vmlinuz-*-amd64 2>/dev/null | sort -V | tail -n 1 || true)"
