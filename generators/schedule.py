@@ -46,7 +46,7 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,9 @@ from swell.fsutil import atomic_path
 from swell.generators import hostmap
 from swell.generators.arrivals import ArrivalProcess, choose
 from swell.inet import hostport
+
+if TYPE_CHECKING:
+    from swell.extract.model import SwingModel
 
 FORMAT = "swell-schedule"
 VERSION = 1
@@ -613,7 +616,13 @@ def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,
     """
     from swell.extract.model import load_model
 
-    model = load_model(model_dir)
+    return app_samples(load_model(model_dir), model_dir, base_port, apps)
+
+
+def app_samples(model: SwingModel, source: str | os.PathLike[str], base_port: int = 5000,
+                apps: list[str] | None = None) -> tuple[list[AppSamples], float]:
+    """:func:`load_app_samples` of a model already loaded (``source`` names it in errors)."""
+    model_dir = source
     names = [a for a in model.apps if apps is None or a in apps]
     if apps is not None and (unknown := sorted(set(apps) - set(model.apps))):
         raise SwellError(model_dir, f"no application(s) {', '.join(unknown)} in the model "

@@ -526,15 +526,15 @@ class SwingKind(TrafficKind):
 
         from swell.extract.model import load_model
         from swell.extract.variants import size_weights
-        from swell.generators.schedule import load_app_samples
+        from swell.generators.schedule import app_samples
 
         if self.model is None:
             raise SwellError("swing", "prepare() was not run")
         pl = ctx.placement
         if not pl.bg_clients or not pl.bg_servers:
             raise SwellError("swing", "needs background clients and servers in the topology")
-        apps, scale = load_app_samples(self.model)
         model = load_model(self.model)
+        apps, scale = app_samples(model, self.model)
         asked = _asked_mbps(model)
         weights = size_weights(model.meta.get("variants", []))
         target = asked["forward"] * weights[0] + asked["reverse"] * weights[1] \
