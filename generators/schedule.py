@@ -622,10 +622,9 @@ def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,
 def app_samples(model: SwingModel, source: str | os.PathLike[str], base_port: int = 5000,
                 apps: list[str] | None = None) -> tuple[list[AppSamples], float]:
     """:func:`load_app_samples` of a model already loaded (``source`` names it in errors)."""
-    model_dir = source
     names = [a for a in model.apps if apps is None or a in apps]
     if apps is not None and (unknown := sorted(set(apps) - set(model.apps))):
-        raise SwellError(model_dir, f"no application(s) {', '.join(unknown)} in the model "
+        raise SwellError(source, f"no application(s) {', '.join(unknown)} in the model "
                                     f"(it has {', '.join(model.apps)})")
     out = []
     for i, name in enumerate(names):
@@ -643,5 +642,5 @@ def app_samples(model: SwingModel, source: str | os.PathLike[str], base_port: in
         out.append(AppSamples(name, proto, port, np.sort(model.samples(name, "sessionStart")),
                               max(model.duration_s, 1e-3), **fields))
     if not out:
-        raise SwellError(model_dir, "the model has no applications")
+        raise SwellError(source, "the model has no applications")
     return out, float(model.meta.get("rate_scale", 1.0))

@@ -29,8 +29,8 @@ V6_TRACE = REPO.parent / "shared/data/pcap/ndpi/pinterest.pcap"
 
 EXP = """
 name: it-ipv6
-duration_s: {duration}
-warmup_s: {warmup}
+duration_s: 8
+warmup_s: 2
 topology:
   network: fd00:5e79::/48
   bottleneck: {{rate_mbps: 20, delay_ms: 5, queue_bytes: 100000}}
@@ -47,12 +47,9 @@ sweep:
 @pytest.mark.slow
 def test_ipv6_study_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWELL_QUIET", "1")
-    if V6_TRACE.exists():
-        exp_text = EXP.format(trace=V6_TRACE, duration=8, warmup=2)
-    else:
-        exp_text = EXP.format(trace=REPO / "data/pcap/example2.pcap", duration=8, warmup=2)
+    trace = V6_TRACE if V6_TRACE.exists() else REPO / "data/pcap/example2.pcap"
     exp = tmp_path / "exp.yaml"
-    exp.write_text(exp_text)
+    exp.write_text(EXP.format(trace=trace))
     study = tmp_path / "study"
     assert swell_main(["run", str(exp), "-o", str(study)]) == 0
     data = json.loads((study / "results.json").read_text())
