@@ -122,8 +122,11 @@ def test_construct_meets_each_target_and_keeps_pool_ranks(model: Path):
     srv = [s.rres[0].conns[0].server.split(":")[0] for s in sched.sessions
            if s.rres[0].conns[0].proto == "tcp"]
     got = [srv.count(a) for a in sched.meta["servers"]]
-    if len(got) > 3:
-        assert spearmanr(got, sched.meta["server_weights"]).statistic > 0.9
+    weights = sched.meta["server_weights"]
+    if len(set(weights)) == 1:  # an even pool (the bundled capture's model): even picks
+        assert max(got) <= 1.05 * min(got), got
+    elif len(got) > 3:
+        assert spearmanr(got, weights).statistic > 0.9
     again = harpoon_schedule(m, clients, servers, 60.0, 7, spec)
     assert [s.t for s in again.sessions] == [s.t for s in sched.sessions]
 
