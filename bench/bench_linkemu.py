@@ -355,8 +355,9 @@ NOTES = [
     "router's ports. The router's kernel drops the frames at the first check of "
     "`ip_rcv_core` (addressed to another host): about 0.3% of all CPU in the profile, "
     "plus freeing the skb, which a `tc` drop would do as well.",
-    "- The engine runs under SCHED_FIFO 10 (LinkEngine's default) with 30 us of spin "
-    "before each departure (capped at 25% of the time). With a delay in both directions "
+    "- The engine runs under SCHED_FIFO 10 (LinkEngine's default) and spins before each "
+    "departure for 30 us or 1.5x its measured wake-up lateness, whichever is longer (at "
+    "most 250 us; capped at 25% of the time). With a delay in both directions "
     "it reads arrivals lazily, at the next departure (one wake-up per departure); before, "
     "stalls of up to 50 ms (most likely the kernel's fair server: 50 ms per second for "
     "normal tasks on a CPU that real-time work starves) put the p99 over 100 us in some "

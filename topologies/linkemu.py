@@ -345,7 +345,8 @@ class LinkEngine:
     long-lived ``swell topo up`` passes False.
     ``rt_priority`` runs the engine under SCHED_FIFO (None: normal scheduling);
     on a busy host this is what keeps the delay tail within a millisecond.
-    ``spin_us``: how long before a departure the engine stops sleeping.
+    ``spin_us``: how long before a departure the engine stops sleeping, at
+    least (it widens this to 1.5x the lateness of its own wake-ups, up to 250 us).
     ``threads``: 1 (one forwarding thread) or 2 (one per direction; needs two
     ports); None lets the engine choose: 2 when no pipe has a delay or a rate.
     """
