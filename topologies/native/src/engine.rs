@@ -406,7 +406,7 @@ impl Engine {
         // time the thread needs to wake up. Short sleeps count too: a sparse train (a
         // chirp's 100-1000 us gaps) is served from such sleeps, and with `spin_ns` alone
         // 3-8% of an idle chirp's frames left 50 us or more late on a 2-vCPU KVM guest
-        // (1.5% with this). The spin budget (a quarter of each WINDOW) still bounds the
+        // (0.6-1.6% with this). The spin budget (a quarter of each WINDOW) still bounds the
         // CPU a busy engine takes from the hosts.
         const MAX_SPIN: u64 = 250_000;
         let mut late_est = 0u64;
