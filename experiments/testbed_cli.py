@@ -52,7 +52,7 @@ def _cmd_manifest(args: argparse.Namespace) -> int:
 
     from swell.fsutil import write_text
     from swell.topologies.testbed import HostsFile
-    from swell.topologies.testbed_manifest import hosts_from_manifest
+    from swell.topologies.testbed_manifest import manifest_dumbbell
 
     roles = {}
     for given in args.role or []:
@@ -60,14 +60,17 @@ def _cmd_manifest(args: argparse.Namespace) -> int:
         if not sep:
             raise SwellError("--role", f"give NODE=ROLE, not {given!r}")
         roles[node] = role
-    data = hosts_from_manifest(args.manifest, args.router, roles, args.user)
+    data, notes = manifest_dumbbell(args.manifest, args.router, roles, args.user)
     HostsFile.model_validate(data)  # what swell will read back
+    for note in notes:
+        print(f"swell: {args.manifest}: {note}", file=sys.stderr)
     text = yaml.safe_dump(data, sort_keys=False)
     if args.output:
         write_text(args.output, text)
         for m in data["machines"]:
-            print(f"{m['name']}: {m['role']} at {m['address']} (its {m['iface']}, the router's "
-                  f"{m['router_iface']})")
+            port = f" port {m['port']}" if "port" in m else ""
+            print(f"{m['name']}: {m['role']} at {m['address']}{port} (its {m['iface']}, the "
+                  f"router's {m['router_iface']})")
     else:
         print(text, end="")
     return 0

@@ -88,12 +88,14 @@ class Machine(StrictModel):
     router_iface: str = Field(..., pattern=IFACE)  # the router's end
     role: Role
     workdir: str | None = None  # this machine's own work directory (default: the file's)
+    port: int | None = Field(None, ge=1, le=65535)  # its own ssh port (default: ssh.port)
 
 
 class RouterHost(StrictModel):
     name: str = Field("router0", pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
     address: str
     workdir: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)  # its own ssh port (default: ssh.port)
 
 
 class HostsFile(StrictModel):
@@ -359,8 +361,10 @@ def host_vars(plan: TestbedPlan, hosts: HostsFile) -> dict[str, dict[str, Any]]:
         work = f"{hosts.workdir_of(name)}/{plan.prefix}"
         # Ansible's own files on the machine (asynchronous tasks' status, modules and
         # files in transit) stay in the run's work directory, which teardown removes
-        return {"ansible_host": hosts.router.address if name == hosts.router.name else
-                next(m.address for m in hosts.machines if m.name == name),
+        host = hosts.router if name == hosts.router.name else \
+            next(m for m in hosts.machines if m.name == name)
+        port = {"ansible_port": host.port} if host.port else {}  # else the common one
+        return {"ansible_host": host.address, **port,
                 "swell_state": state, "swell_workdir": work,
                 "ansible_async_dir": f"{state}/.async",
                 "ansible_remote_tmp": f"{work}/.ansible-tmp"}

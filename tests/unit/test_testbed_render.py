@@ -145,6 +145,22 @@ def test_each_machine_may_have_its_own_workdir(tmp_path):
     assert hv["core"]["swell_host"]["engine_choice"] == "auto"
 
 
+def test_a_machine_may_have_its_own_ssh_port(tmp_path):
+    """A virtual node of a shared testbed host is reached at its host's name on a port of
+    its own (what hosts-from-manifest writes for it): Ansible gets it for that machine."""
+    hosts = json.loads(json.dumps(HOSTS))
+    hosts["machines"][2]["port"] = 30754
+    hf, plan = _plan(tmp_path, hosts)
+    hv = host_vars(plan, hf)
+    assert hv["s0"]["ansible_port"] == 30754
+    assert "ansible_port" not in hv["c0"] and "ansible_port" not in hv["core"]
+    out = write_inventory(plan, hf, tmp_path / "tb")
+    assert yaml.safe_load((out / "inventory.yml").read_text())["all"]["vars"]["ansible_port"] == 22
+    hosts["machines"][2]["port"] = 0
+    with pytest.raises(SwellError, match="port"):
+        _plan(tmp_path, hosts)
+
+
 @pytest.mark.parametrize("flag", [["--engine", "native"], ["--cleanup"]])
 def test_local_only_run_flags_are_refused_with_a_testbed(tmp_path, capsys, flag):
     """--engine and --cleanup act on local runs only: beside --testbed they are an error
