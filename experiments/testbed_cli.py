@@ -5,6 +5,9 @@
   (:mod:`swell.experiments.testbed_run`);
 * ``swell testbed hosts-from-manifest MANIFEST.xml --router NODE``: a hosts
   file from an Emulab/CloudLab allocation (:mod:`swell.topologies.testbed_manifest`);
+* ``swell testbed native-source OUT.tar.gz``: the native programs' source with its
+  crates vendored, for the machines ``prepare`` builds them on
+  (:mod:`swell.topologies.testbed_source`);
 * ``swell testbed host plan|engine|up|run|captures|stop|down|facts``: what the
   playbooks run on each machine (:mod:`swell.topologies.testbed_host`; ``plan``,
   the layout commands still to run there: :mod:`swell.topologies.testbed_steps`;
@@ -73,6 +76,19 @@ def _cmd_manifest(args: argparse.Namespace) -> int:
                   f"router's {m['router_iface']})")
     else:
         print(text, end="")
+    return 0
+
+
+def _cmd_native_source(args: argparse.Namespace) -> int:
+    from swell.topologies.testbed import control_source
+    from swell.topologies.testbed_source import write_source_bundle
+
+    root = control_source()
+    if root is None:
+        raise SwellError("native-source", "swell does not run from its source checkout here: "
+                                          "no native source to pack")
+    out = write_source_bundle(Path(root), Path(args.output))
+    print(f"{out}: {out.stat().st_size / 1e6:.1f} MB")
     return 0
 
 
@@ -145,9 +161,14 @@ def register(sub: Any) -> None:
     mf.add_argument("--role", action="append", metavar="NODE=ROLE",
                     help="a node's role (bg_clients, bg_servers, fg_clients, fg_servers); "
                     "others take the roles still missing, in manifest order")
-    mf.add_argument("--user", help="ssh user (default: the manifest's login, with sudo)")
+    mf.add_argument("--user", help="ssh user, with sudo (default: the manifest's login "
+                    "user; needed when it lists several)")
     mf.add_argument("-o", "--output", help="file to write (default: standard output)")
     mf.set_defaults(func=_cmd_manifest)
+    ns = tsub.add_parser("native-source", help="the native programs' source with vendored "
+                         "crates (run by prepare for the machines that build them)")
+    ns.add_argument("output", help="the .tar.gz to write")
+    ns.set_defaults(func=_cmd_native_source)
     h = tsub.add_parser("host", help="one machine's step (run by the playbooks)")
     h.add_argument("action", choices=["plan", "engine", "up", "run", "captures", "stop", "down",
                                       "facts"])

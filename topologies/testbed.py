@@ -111,6 +111,10 @@ class HostsFile(StrictModel):
     links_network: ipaddress.IPv4Network = ipaddress.IPv4Network("172.30.0.0/16")
     # the router's shaping: netem/htb where its kernel has them (auto), or swell-link
     router_engine: Literal["auto", "netem", "native"] = "auto"
+    # how prepare installs the native programs a machine lacks: copy the control
+    # machine's build (same architecture), build on the machine from the control
+    # machine's source with vendored crates, or copy where it can and build elsewhere
+    native: Literal["auto", "copy", "build"] = "auto"
     router: RouterHost
     machines: tuple[Machine, ...]
 
@@ -408,6 +412,7 @@ def inventory(plan: TestbedPlan, hosts: HostsFile, out: Path | None = None) -> d
         # machine's build, for machines of its architecture
         "swell_native_local": str(native_dir().resolve()), "swell_control_arch":
         platform.machine(), "swell_router_engine": hosts.router_engine,
+        "swell_native_mode": hosts.native,
     }
     if ssh.key:
         common["ansible_ssh_private_key_file"] = ssh.key

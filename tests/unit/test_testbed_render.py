@@ -155,7 +155,17 @@ def test_a_machine_may_have_its_own_ssh_port(tmp_path):
     assert hv["s0"]["ansible_port"] == 30754
     assert "ansible_port" not in hv["c0"] and "ansible_port" not in hv["core"]
     out = write_inventory(plan, hf, tmp_path / "tb")
-    assert yaml.safe_load((out / "inventory.yml").read_text())["all"]["vars"]["ansible_port"] == 22
+    common = yaml.safe_load((out / "inventory.yml").read_text())["all"]["vars"]
+    assert common["ansible_port"] == 22 and common["swell_native_mode"] == "auto"
+    hosts["native"] = "build"  # prepare builds the native programs on the machines
+    hf, plan = _plan(tmp_path, hosts)
+    out = write_inventory(plan, hf, tmp_path / "tb2")
+    assert yaml.safe_load((out / "inventory.yml").read_text())["all"]["vars"][
+        "swell_native_mode"] == "build"
+    hosts["native"] = "compile"
+    with pytest.raises(SwellError, match="native"):
+        _plan(tmp_path, hosts)
+    hosts["native"] = "auto"
     hosts["machines"][2]["port"] = 0
     with pytest.raises(SwellError, match="port"):
         _plan(tmp_path, hosts)
