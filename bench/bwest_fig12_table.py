@@ -11,13 +11,16 @@ runs of each run's mean, chirps over all runs in brackets): a smoothed
 estimate needs ``smooth`` usable chirps, which a short run may not have. "held"
 is how many of the chirps inside the smoothed estimates had their sender held
 up mid-chirp and were read at their actual send gaps (runs from before that
-analysis have no such count: "-").
+analysis have no such count: "-"). "runs" is how many runs gave at least one estimate,
+of how many, and in brackets how many of them the link engine flagged as held up (1% or
+more of its frames 50 us or more late: the run's warning).
 
-Usage: .venv/bin/python bench/bwest_fig12_table.py STUDY/results.json
+Usage: .venv/bin/python bench/bwest_fig12_table.py STUDY/results.json[.gz]
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import sys
@@ -52,7 +55,9 @@ def _chirp_errors(fg: dict[str, Any]) -> list[float]:
 
 
 def main(path: str) -> None:
-    data = json.loads(open(path).read())
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        data = json.load(f)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     order: list[str] = []
     for r in data["runs"]:
@@ -66,12 +71,12 @@ def main(path: str) -> None:
         print(f"\n{fgl}:\n")
         if chirp:
             print("| background | asked | delivered | truth | estimate | error % (n) | "
-                  "usable chirps | single-chirp error % (n) | held | held out |")
-            print("|---|---|---|---|---|---|---|---|---|---|")
+                  "usable chirps | single-chirp error % (n) | held | held out | runs |")
+            print("|---|---|---|---|---|---|---|---|---|---|---|")
         else:
             print("| background | asked | delivered | truth | low | high | midpoint | "
-                  "error % (n) | low / high error % |")
-            print("|---|---|---|---|---|---|---|---|---|")
+                  "error % (n) | low / high error % | runs |")
+            print("|---|---|---|---|---|---|---|---|---|---|")
         for bg in order:
             runs = groups.get((bg, fgl), [])
             if not runs:
@@ -81,6 +86,10 @@ def main(path: str) -> None:
                     f"{_ms([r['load']['reverse']['bottleneck_bg_mbps'] for r in runs])} | "
                     f"{_ms([_mean(x, 'truth_mbps') for x in f])} |")
             n = sum(len(x.get("error_pct", [])) for x in f)
+            late = sum(any("held the emulation up" in w for w in r.get("warnings", []))
+                       for r in runs)
+            got = sum(bool(x.get("error_pct")) for x in f)
+            nruns = f"{got}/{len(runs)} ({late})"
             err = f"{_ms([_mean(x, 'error_pct') for x in f], sign=True)} ({n})"
             est = _ms([_mean(x, "estimate_mbps") for x in f])
             if chirp:
@@ -93,13 +102,14 @@ def main(path: str) -> None:
                 out = [x["chirps_held_out"] for x in f if "chirps_held_out" in x]
                 held_out = str(sum(out)) if out else "-"
                 print(f"{head} {est} | {err} | {sum(c[1] is not None for c in ch)}/{len(ch)} "
-                      f"| {single} ({sum(len(e) for e in per_run)}) | {held} | {held_out} |")
+                      f"| {single} ({sum(len(e) for e in per_run)}) | {held} | {held_out} "
+                      f"| {nruns} |")
             else:
                 lo = _ms([_mean(x, "low_mbps") for x in f])
                 hi = _ms([_mean(x, "high_mbps") for x in f])
                 le = _ms([_mean(x, "error_low_pct") for x in f], sign=True)
                 he = _ms([_mean(x, "error_high_pct") for x in f], sign=True)
-                print(f"{head} {lo} | {hi} | {est} | {err} | {le} / {he} |")
+                print(f"{head} {lo} | {hi} | {est} | {err} | {le} / {he} | {nruns} |")
 
 
 if __name__ == "__main__":
