@@ -50,8 +50,13 @@ if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     export PATH="$HOME/.cargo/bin:$PATH"
   else
-    log "installing Rust (Debian cargo)"
-    apt-get install -y -qq --no-install-recommends cargo rustc >/dev/null
+    # Debian 12's cargo package (1.63) cannot read swell's lock file; its cargo-web and
+    # rustc-web (a current Rust, packaged for building the browsers) can. Debian 13's
+    # cargo (1.85) can.
+    rust_pkgs=(cargo rustc)
+    if apt-cache show cargo-web >/dev/null 2>&1; then rust_pkgs=(cargo-web rustc-web); fi
+    log "installing Rust (Debian ${rust_pkgs[*]})"
+    apt-get install -y -qq --no-install-recommends "${rust_pkgs[@]}" >/dev/null
   fi
 fi
 
@@ -71,6 +76,15 @@ if [ ! -f "$stamp_dir/pip-$req_hash" ]; then
   touch "$stamp_dir/pip-$req_hash"
 fi
 
+# Cargo.lock is a version-4 lock file: cargo 1.78 or newer reads it (Debian 12's cargo
+# package is 1.63, its cargo-web 1.85 and later; Debian 13's cargo 1.85)
+CARGO_MIN=1.78
+cargo_version="$(cargo --version 2>/dev/null | awk '{print $2}')"
+if [ -f Cargo.toml ] && [ "$(printf '%s\n%s\n' "$CARGO_MIN" "${cargo_version:-0}" | sort -V | head -n 1)" != "$CARGO_MIN" ]; then
+  echo "bootstrap: cargo ${cargo_version:-(none)} is older than swell's Cargo.lock needs ($CARGO_MIN):" \
+       "install Rust with rustup (https://rustup.rs), then run this again" >&2
+  exit 3
+fi
 if [ -f Cargo.toml ]; then
   log "building the native core (cargo build --release)"
   cargo build --release --quiet --locked 2>&1 | tail -n 20 >&2 || cargo build --release --quiet
