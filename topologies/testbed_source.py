@@ -52,9 +52,14 @@ def workspace_members(root: Path) -> list[str]:
     return [str(m) for m in members]
 
 
+def find_cargo() -> str | None:
+    """cargo on PATH, else rustup's in the user's home; None without either."""
+    home = Path.home() / ".cargo/bin/cargo"
+    return shutil.which("cargo") or (str(home) if home.is_file() else None)
+
+
 def _cargo() -> str:
-    found = shutil.which("cargo") or next(
-        (str(p) for p in [Path.home() / ".cargo/bin/cargo"] if p.is_file()), None)
+    found = find_cargo()
     if found is None:
         raise SwellError("cargo", "not found on the control machine (it vendors the native "
                                   "programs' crates for the machines that build them): "

@@ -10,7 +10,6 @@ empty CARGO_HOME (no registry cache to fall back on).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -18,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from swell.errors import SwellError
-from swell.topologies.testbed_source import workspace_members, write_source_bundle
+from swell.topologies.testbed_source import find_cargo, workspace_members, write_source_bundle
 
 REPO = Path(__file__).resolve().parents[2]
-CARGO = shutil.which("cargo") or next(
-    (str(p) for p in [Path.home() / ".cargo/bin/cargo"] if p.is_file()), None)
+CARGO = find_cargo()
 pytestmark = pytest.mark.skipif(CARGO is None, reason="no cargo on this machine")
 
 
