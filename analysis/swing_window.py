@@ -1,13 +1,13 @@
 """When a Swing session's bytes move: a transfer-time estimate for a schedule's window.
 
-Used by ``bench/window_lag.py`` to judge a run's schedule against its records; the
-schedule itself does not use it (docs/scale.md, section 8.1: filling a short window
-by this estimate delivered less beside a full bottleneck, so it stayed out). A
-schedule with a target is filled segment by segment (warm-up, measured window:
-:func:`swell.generators.schedule.build_schedule`). Counting a segment's bytes by
-each connection's *earliest* start (its session's arrival plus the RRE gaps and
-offsets, as if transfers took no time) is about right over a minute but wrong in
-a short window: real connections start later (an RRE starts ``gap`` after the
+A Swing schedule with a target counts the measured window's bytes with it, and a
+steady start cuts the sessions that arrived before the run where it has them
+(:func:`swell.generators.schedule.build_schedule`, :mod:`swell.generators.steady_start`;
+docs/scale.md, section 9); ``bench/window_lag.py`` judges a run's schedule against
+its records with it. Counting a window's bytes by each connection's *earliest*
+start (its session's arrival plus the RRE gaps and offsets, as if transfers took
+no time), as schedules did before, is about right over a minute but wrong in a
+short window: real connections start later (an RRE starts ``gap`` after the
 previous RRE's last connection *ended*) and take time, so in an 8 s window that
 count offered 1.8-2.2x the asked load of which 38-50% moved (docs/scale.md,
 section 8). This module estimates when each connection really moves its bytes,
@@ -80,25 +80,64 @@ def transfer_s(nbytes: int, path: PathEstimate) -> float:
     return t + (nbytes - sent) * 8 / rate + rtt / 2
 
 
-def conn_spans(session: _Session, t0: float, path: PathEstimate
-               ) -> list[tuple[float, float, Any]]:
-    """``(estimated start, estimated end, connection)`` of each of a session's
-    connections if the session arrives at ``t0``."""
+@dataclass(frozen=True)
+class PairTimes:
+    """When one request/response pair of a connection is estimated to move: the request
+    from ``start`` to ``req_end``, the response from ``req_end`` to ``rsp_end``, then the
+    think time until ``end`` (the next pair's start)."""
+
+    start: float
+    req_end: float
+    rsp_end: float
+    end: float
+
+
+def pair_times(conn: Any, start: float, path: PathEstimate) -> tuple[list[PairTimes], float]:
+    """Each pair's estimated times if the connection opens at ``start`` (a TCP handshake
+    first), and when the connection ends (half a round trip to close)."""
+    e = start + (path.rtt_s if conn.proto == "tcp" else 0.0)
+    out = []
+    for req, rsp, think in conn.pairs:
+        q = e + transfer_s(req, path)
+        r = q + transfer_s(rsp, path)
+        out.append(PairTimes(e, q, r, r + think))
+        e = r + think
+    return out, e + path.rtt_s / 2
+
+
+def rre_times(session: _Session, t0: float, path: PathEstimate
+              ) -> list[tuple[float, list[tuple[float, list[PairTimes], float]]]]:
+    """Per RRE of a session arriving at ``t0``: its estimated start, and per connection
+    ``(start, pair times, end)``; an RRE starts its gap after the previous one's last
+    connection ended."""
     out = []
     t = t0
     for rre in session.rres:
         t += rre.gap
+        conns = []
         end = t
         for c in rre.conns:
             start = t + c.offset
-            e = start + (path.rtt_s if c.proto == "tcp" else 0.0)
-            for req, rsp, think in c.pairs:
-                e += transfer_s(req, path) + transfer_s(rsp, path) + think
-            e += path.rtt_s / 2
-            out.append((start, e, c))
+            pairs, e = pair_times(c, start, path)
+            conns.append((start, pairs, e))
             end = max(end, e)
+        out.append((t, conns))
         t = end
     return out
+
+
+def conn_spans(session: _Session, t0: float, path: PathEstimate
+               ) -> list[tuple[float, float, Any]]:
+    """``(estimated start, estimated end, connection)`` of each of a session's
+    connections if the session arrives at ``t0``."""
+    return [(start, end, c) for rre, (_, conns) in zip(session.rres, rre_times(session, t0, path),
+                                                       strict=True)
+            for c, (start, _, end) in zip(rre.conns, conns, strict=True)]
+
+
+def session_end(session: _Session, t0: float, path: PathEstimate) -> float:
+    """When a session arriving at ``t0`` is estimated to end (its last connection's end)."""
+    return max((e for _, e, _ in conn_spans(session, t0, path)), default=t0)
 
 
 def spans(session: _Session, t0: float, path: PathEstimate

@@ -31,8 +31,10 @@ background's ``cpu`` metrics), a schedule that offered less (the draw of a
 heavy-tailed model), saturated access links (named: busy over ``BUSY``, or
 asked for more than their link before the run), a saturated bottleneck,
 failed connections (with their errors), or sessions still under way at the
-end (over ``UNFINISHED_MAX`` of those started: sessions longer than the
-warm-up, whose load was still ramping up in the window).
+end (over ``UNFINISHED_MAX`` of those started: in a run that started empty,
+sessions longer than the warm-up, whose load was still ramping up in the
+window; in a steady start, transfers slower than the schedule's estimate, cut
+off by the end).
 """
 
 from __future__ import annotations
@@ -125,14 +127,23 @@ def cpu_cause(cpu: dict[str, Any] | None) -> str | None:
     return None
 
 
-def _unfinished_cause(sessions: dict[str, Any] | None, warm: float | None) -> str | None:
-    """Long sessions as a reason, in words, when many of those started never finished:
-    a stationary arrival process fills the population of active sessions over about one
-    session length, so a warm-up shorter than that measures a load still ramping up."""
+def _unfinished_cause(sessions: dict[str, Any] | None, warm: float | None,
+                      steady: dict[str, Any] | None = None) -> str | None:
+    """Long sessions as a reason, in words, when many of those started never finished.
+    A run that started empty: a stationary arrival process fills the population of
+    active sessions over about one session length, so a warm-up shorter than that
+    measures a load still ramping up. A steady start (``steady``: the schedule's
+    ``steady_start``) began with that population; what its window misses is what the
+    sessions still had to move at the end when they ran slower than estimated."""
     started = int((sessions or {}).get("started") or 0)
     done = int((sessions or {}).get("completed") or 0)
     if started < 10 or done >= (1 - UNFINISHED_MAX) * started:
         return None
+    if steady:
+        return (f"{started - done} of {started} sessions started were still under way at "
+                f"the end (the run started with {steady.get('sessions_under_way', 0)} under "
+                "way): their transfers ran slower than the schedule's estimate, which the "
+                "window's end cuts off (a longer duration_s evens this out)")
     w = f"the {warm:g} s warm-up" if warm is not None else "the warm-up"
     return (f"{started - done} of {started} sessions started were still under way at the "
             f"end: sessions that long fill up over about their own length, so after {w} "
@@ -142,7 +153,7 @@ def _unfinished_cause(sessions: dict[str, Any] | None, warm: float | None) -> st
 def _cause(d: str, offered: float | None, asked: float, sat: list[dict[str, Any]],
            bn_busy: float | None, conns: dict[str, Any], cpu: dict[str, Any] | None = None,
            overloaded: set[str] | None = None, sessions: dict[str, Any] | None = None,
-           warm: float | None = None) -> str:
+           warm: float | None = None, steady: dict[str, Any] | None = None) -> str:
     """The likely reason a direction fell short, in words.
 
     An access link is saturated when it was busy over ``BUSY`` of the run, or when the
@@ -176,7 +187,7 @@ def _cause(d: str, offered: float | None, asked: float, sat: list[dict[str, Any]
     other = [p for p in sat if not p["pipe"].startswith(("up:", "down:"))]
     if other and not links:
         reasons.append("drops at " + ", ".join(p["pipe"] for p in other[:3]))
-    if (why := _unfinished_cause(sessions, warm)) is not None:
+    if (why := _unfinished_cause(sessions, warm, steady)) is not None:
         reasons.append(why)
     if conns.get("failed"):  # last: what failed, with its errors
         reasons.append(f"{conns['failed']} connections failed ({conns.get('errors')})")
@@ -185,7 +196,7 @@ def _cause(d: str, offered: float | None, asked: float, sat: list[dict[str, Any]
 
 
 def _overshoot_cause(d: str, offered: dict[str, float], asked: dict[str, float],
-                     warmup_s: float | None) -> str:
+                     warmup_s: float | None, steady: dict[str, Any] | None = None) -> str:
     """Why a direction delivered well above its asked load, in words."""
     warm = f"{warmup_s:g} s " if warmup_s is not None else ""
     o = offered.get(d)
@@ -193,6 +204,10 @@ def _overshoot_cause(d: str, offered: dict[str, float], asked: dict[str, float],
         return "more than the kind's model asks arrived in the window (no schedule to compare)"
     both_o = sum(v for v in offered.values() if v is not None)
     both_a = sum(v for v in asked.values() if v is not None)
+    if steady and o <= DELIVERED_MAX * asked[d]:
+        return (f"the schedule offered {o:.2f} Mbit/s in the window by its transfer-time "
+                "estimate; the sessions moved more of their bytes inside it than estimated "
+                "(a longer window evens this out)")
     if o > DELIVERED_MAX * asked[d] and both_o > DELIVERED_MAX * both_a:
         return (f"the schedule offered {o:.2f} Mbit/s in the window ({both_o:.2f} both ways "
                 f"for {both_a:.2f} asked): the {warm}warm-up is short against the model's "
@@ -226,6 +241,7 @@ def delivery(asked: dict[str, float] | None, background: dict[str, Any],
     overloaded = {h for side in ("servers", "clients")
                   for h in (hosts.get(side) or {}).get("overloaded_hosts", [])}
     warm = (load.get("window_s") or [None])[0]
+    steady = load.get("steady_start")
     out: dict[str, Any] = {"window": "measurement window: end of warm-up to end of run",
                            "saturated": sat[:20], "saturated_count": len(sat), "cpu": cpu,
                            "connections": conns, "sessions": background.get("sessions")}
@@ -243,17 +259,19 @@ def delivery(asked: dict[str, float] | None, background: dict[str, Any],
             problems.append(f"background {d}: delivered {delivered:.2f} of {a:.2f} Mbit/s "
                             f"asked ({delivered / a:.0%}) in the window; likely cause: "
                             + _cause(d, offered.get(d), a, sat, bn_busy, conns, cpu, overloaded,
-                                     background.get("sessions"), warm))
+                                     background.get("sessions"), warm, steady))
         elif a is not None and a >= MIN_ASKED_MBPS and delivered > DELIVERED_MAX * a:
             problems.append(f"background {d}: delivered {delivered:.2f} of {a:.2f} Mbit/s "
                             f"asked ({delivered / a:.0%}), well above it, in the window; "
                             "likely cause: " + (load.get("overshoot_cause")
-                                                or _overshoot_cause(d, offered, asked or {}, warm)))
+                                                or _overshoot_cause(d, offered, asked or {},
+                                                                    warm, steady)))
     started = int(conns.get("started") or 0)
     bad = int(conns.get("cut") or 0) + int(conns.get("failed") or 0)
     if started and bad / started > CUT_MAX:
         problems.append(f"background: {conns.get('cut', 0)} connections cut at the end and "
                         f"{conns.get('failed', 0)} failed of {started} ({bad / started:.0%}); "
                         "likely cause: " + _cause("both", None, 1.0, sat, None, conns, cpu,
-                                                  overloaded, background.get("sessions"), warm))
+                                                  overloaded, background.get("sessions"), warm,
+                                                  steady))
     return out, problems

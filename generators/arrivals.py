@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 class ArrivalProcess(Protocol):
     name: str
+    # no beginning: a run may start in the process's steady state, with the sessions
+    # that arrived before it under way (swell.generators.steady_start)
+    steady: bool
 
     def expected(self, app: AppSamples, duration: float, scale: float) -> float:
         """Mean number of session starts in ``[0, duration)``."""
@@ -58,6 +61,7 @@ class Stationary:
     """Homogeneous Poisson arrivals at the model's mean rate (times the scale)."""
 
     name = "stationary"
+    steady = True
 
     def expected(self, app: AppSamples, duration: float, scale: float) -> float:
         return trace_rate(app) * scale * duration
@@ -71,6 +75,7 @@ class TraceShaped:
     """The trace's per-second session profile, once (runs no longer than the trace)."""
 
     name = "trace"
+    steady = False  # starts where its trace started
 
     @staticmethod
     def _bins(app: AppSamples, duration: float) -> tuple[np.ndarray, float]:

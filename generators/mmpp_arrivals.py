@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 class MmppArrivals:
     """Session starts modulated by a fitted MMPP path."""
 
+    steady = True  # a path of the chain from its stationary mixture: no beginning
+
     def __init__(self, model: MMPPModel, path: Path, interval_s: float | None = None) -> None:
         self.model = model
         self.path = path

@@ -50,9 +50,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from swell.analysis.swing_window import PathEstimate, conn_spans, path_estimate, share_in
 from swell.errors import SwellError
 from swell.fsutil import atomic_path
-from swell.generators import hostmap
+from swell.generators import hostmap, steady_start
 from swell.generators.arrivals import ArrivalProcess, choose
 from swell.inet import hostport
 
@@ -426,9 +427,10 @@ def _conn_bytes(s: Session, t: float, weights: tuple[float, float] = (1.0, 1.0)
 
 def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: float,
                    scale: float, target_mbps: float | None, n_servers: int,
-                   rng: np.random.Generator, counts: dict[str, int],
+                   rng: np.random.Generator, counts: dict[str, Any],
                    cuts: tuple[float, ...] = (),
-                   size_weights: tuple[float, float] = (1.0, 1.0)) -> list[Session]:
+                   size_weights: tuple[float, float] = (1.0, 1.0),
+                   steady: PathEstimate | None = None) -> list[Session]:
     """Sessions (unmapped: no client, ``OBS:PORT`` servers) with their start times.
 
     Without a target, each application draws a Poisson count with the process's
@@ -442,9 +444,16 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
     ``size_weights`` count request and response bytes towards the target (a variant that
     scales sizes after the target counts them at their size before it, so the same
     seed draws the same sessions whatever the factor).
+    With ``steady`` (the path the transfer-time estimate assumes) and a process with no
+    beginning, the run starts in its steady state (:mod:`.steady_start`): a lead-in
+    segment ``[-H, 0)`` is drawn first, as the others, and its sessions are cut at 0 to
+    what is still to move then (``counts["steady_start"]`` says how it went).
     """
     expected = np.array([process.expected(a, duration_s, scale) for a in apps])
     edges = [0.0, *sorted(c for c in cuts if 0 < c < duration_s), duration_s]
+    if steady is not None:
+        return _draw_steady(apps, process, duration_s, expected, target_mbps, n_servers, rng,
+                            counts, edges[-2], size_weights, steady)
     drawn: list[Session] = []
     for start, end in zip(edges[:-1], edges[1:], strict=True):
         if target_mbps is None:
@@ -472,6 +481,67 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
                 break  # this one would overshoot more than stopping short
             drawn.append(Session(0, round(t0, 9), "", sess.rres))
             total += inside
+    drawn.sort(key=lambda s: s.t)
+    return drawn
+
+
+def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: float,
+                 expected: np.ndarray, target_mbps: float | None, n_servers: int,
+                 rng: np.random.Generator, counts: dict[str, Any], window_s: float,
+                 size_weights: tuple[float, float], path: PathEstimate) -> list[Session]:
+    """:func:`_draw_sessions` for a steady start (:mod:`.steady_start`): sessions placed
+    by the process over the lead-in and the run alike, then cut at 0.
+
+    Without a target, each application draws a Poisson count with the process's mean
+    over that span. With one, sessions are drawn one by one (application by its share
+    of the expected sessions) and placed over the whole span until the bytes the
+    transfer-time estimate moves in the measured window ``[window_s, duration_s)``
+    (:mod:`swell.analysis.swing_window`, over ``path``) are closest to the target: the
+    window's bytes as they are estimated to move, with the warm-up and the lead-in at
+    the window's session rate (a count by each connection's earliest start offered 1-2x
+    the target in short windows and moved less: docs/scale.md, sections 8 and 9).
+    """
+    lead = 0.0
+    if getattr(process, "steady", False) and expected.sum() > 0:
+        weights = expected / expected.sum()
+
+        def one(r: np.random.Generator) -> Session:
+            k = int(r.choice(len(apps), p=weights))
+            return _draw_session(apps[k], 0.0, "", n_servers, r, {"raised_requests": 0})
+
+        lead = steady_start.lead_in_s(one, rng, path)
+    drawn: list[Session] = []
+    if target_mbps is None:
+        share = (duration_s + lead) / duration_s
+        for k, app in enumerate(apps):
+            n = int(rng.poisson(expected[k] * share))
+            sessions = [_draw_session(app, 0.0, "", n_servers, rng, counts) for _ in range(n)]
+            times = process.place(app, n, -lead, duration_s, rng)
+            drawn += [Session(0, round(float(t), 9), "", s.rres)
+                      for t, s in zip(times, sessions, strict=True)]
+    elif expected.sum() > 0:
+        budget = target_mbps * 1e6 / 8 * (duration_s - window_s)
+        weights = expected / expected.sum()
+        wq, wr = size_weights
+        total = 0.0
+        while total < budget:
+            k = int(rng.choice(len(apps), p=weights))
+            sess = _draw_session(apps[k], 0.0, "", n_servers, rng, counts)
+            t0 = float(process.place(apps[k], 1, -lead, duration_s, rng)[0])
+            inside = sum((wq * c.req_bytes + wr * c.rsp_bytes) * share_in(a, b, window_s,
+                                                                          duration_s)
+                         for a, b, c in conn_spans(sess, t0, path))
+            if total + inside - budget > budget - total and total > 0:
+                break  # this one would overshoot more than stopping short
+            drawn.append(Session(0, round(t0, 9), "", sess.rres))
+            total += inside
+    early = [s for s in drawn if s.t < 0]
+    carried = [r for s in early if (r := steady_start.remaining(s, path, MIN_REQ)) is not None]
+    drawn = [s for s in drawn if s.t >= 0] + carried
+    counts["steady_start"] = {"lead_in_s": round(lead, 3), "lead_in_sessions": len(early),
+                              "sessions_under_way": len(carried),
+                              "path": {"rtt_s": round(path.rtt_s, 6),
+                                       "rate_mbps": round(path.rate_bps / 1e6, 3)}}
     drawn.sort(key=lambda s: s.t)
     return drawn
 
@@ -516,6 +586,12 @@ def _map_hosts(drawn: list[Session], clients: list[str], servers: list[str],
     return out, info
 
 
+def _median(rates: list[float | None] | None) -> float | None:
+    """The median of the known rates (None: none known)."""
+    known = sorted(r for r in rates or [] if r is not None)
+    return known[len(known) // 2] if known else None
+
+
 def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str],
                    duration_s: float, seed: int, scale: float = 1.0,
                    meta: dict[str, Any] | None = None, *, arrivals: str = "auto",
@@ -523,7 +599,8 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
                    client_rates: list[float | None] | None = None,
                    server_rates: list[float | None] | None = None,
                    cuts: tuple[float, ...] = (), rre_draw: str = "independent",
-                   target_weights: tuple[float, float] = (1.0, 1.0)) -> Schedule:
+                   target_weights: tuple[float, float] = (1.0, 1.0), start: str = "steady",
+                   path: PathEstimate | None = None) -> Schedule:
     """Draw a schedule: each app's sessions over ``duration_s`` at ``scale`` x its trace rate.
 
     Session starts come from the arrival process ``arrivals``
@@ -540,20 +617,30 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     samples have the joint RRE sample (one by one where they do not);
     ``session`` takes the trace's sessions whole where the samples have them
     (else as ``joint``).
+    ``start``: ``steady`` (a process with no beginning starts in its steady state, the
+    sessions under way at 0 included: :mod:`.steady_start`, estimating over ``path``,
+    by default the median access rates with no delay) or ``empty`` (every session
+    arrives in the run).
     One generator seeded by ``seed`` draws everything.
     """
+    if start not in steady_start.STARTS:
+        raise SwellError("schedule", f"start must be one of {', '.join(steady_start.STARTS)}, "
+                                     f"not {start!r}")
     if not apps:
         raise SwellError("model", "no applications to generate")
     if not clients or not servers:
         raise SwellError("schedule", "need at least one client and one server address")
     apps = apps_for_draw(apps, rre_draw)
     rng = np.random.default_rng(seed)
-    counts: dict[str, int] = {"raised_requests": 0}
+    counts: dict[str, Any] = {"raised_requests": 0}
     skipped = _unusable(apps)
     usable = [a for a in apps if a.name not in skipped]
     process = choose(arrivals, duration_s, max(a.trace_duration_s for a in usable))
+    steady = None
+    if start == "steady":
+        steady = path or path_estimate([], [], [_median(client_rates), _median(server_rates)])
     drawn = _draw_sessions(usable, process, duration_s, scale, target_mbps, len(servers),
-                           rng, counts, cuts, target_weights)
+                           rng, counts, cuts, target_weights, steady)
     if not drawn:
         raise SwellError("model", f"zero sessions drawn in {duration_s} s at scale {scale}")
     sessions, hosts = _map_hosts(drawn, clients, servers, client_rates, server_rates,

@@ -58,9 +58,9 @@ from swell.generators.kind import (
 from swell.generators.models import VariantSpec, apply_variant, base_model
 from swell.generators.schedule import Schedule, Session, read_schedule, write_schedule
 from swell.generators.swing_accounting import load_records as load_records  # re-exported
-from swell.generators.swing_accounting import run_accounting
+from swell.generators.swing_accounting import offered_by_direction, run_accounting
 from swell.native import native_artifact
-from swell.placement import Endpoint, GroupNeed, HostNeeds, Placement, by_group
+from swell.placement import Endpoint, GroupNeed, HostNeeds, PathFacts, Placement, by_group
 
 
 @dataclass
@@ -343,6 +343,10 @@ class SwingSpec(KindSpec):
         "interConn and numPairs one by one, as Swing does), joint (the trace's RREs whole, "
         "where the model has them; docs/scale.md 7.2) or session (the trace's sessions "
         "whole, else as joint; docs/scale.md 7.3)")
+    start: Literal["steady", "empty"] = Field(
+        "steady", description="steady: a stationary or MMPP run starts in its steady state, "
+        "with the sessions that arrived before it under way (docs/scale.md section 9); "
+        "empty: every session arrives in the run (as before 2026-11-30)")
 
     @model_validator(mode="after")
     def _needs_input(self) -> SwingSpec:
@@ -382,7 +386,8 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
                    servers: list[Endpoint] | list[str], duration_s: float, seed: int,
                    scale: float, target_mbps: float | None, arrivals: str = "auto",
                    window_start_s: float = 0.0, rre_draw: str = "independent",
-                   target_weights: tuple[float, float] = (1.0, 1.0)) -> Schedule:
+                   target_weights: tuple[float, float] = (1.0, 1.0), start: str = "steady",
+                   bottleneck: PathFacts | None = None) -> Schedule:
     """The schedule of one run: drawn once from ``seed``, never chosen among seeds.
 
     A target (payload, both directions) is met by construction: the session count is
@@ -391,9 +396,20 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     left as drawn, and studies report its spread over seeds. Endpoints bring their
     access link rates, so the sessions are mapped onto hosts their links can carry.
     ``target_weights``: :func:`swell.extract.variants.size_weights` of the model, with
-    ``target_mbps`` the load before its size factors.
+    ``target_mbps`` the load before its size factors. ``start``: ``steady`` starts
+    with the sessions under way that arrived before the run (:mod:`.steady_start`),
+    estimated over the typical path: the endpoints' median access links and
+    ``bottleneck``.
     """
+    from swell.analysis.swing_window import path_estimate
     from swell.generators.schedule import build_schedule
+
+    def delays(hosts: list[Endpoint] | list[str]) -> list[float]:
+        return [h.link.delay_ms for h in hosts if not isinstance(h, str) and h.link]
+
+    def median(rates: list[float | None]) -> float | None:
+        known = sorted(r for r in rates if r is not None)
+        return known[len(known) // 2] if known else None
 
     def split(hosts: list[Endpoint] | list[str]) -> tuple[list[str], list[float | None]]:
         addrs = [h if isinstance(h, str) else h.ip for h in hosts]
@@ -403,13 +419,21 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
 
     c_addrs, c_rates = split(clients)
     s_addrs, s_rates = split(servers)
+    b = bottleneck or PathFacts()
+    path = path_estimate(delays(clients), delays(servers),
+                         [median(c_rates), median(s_rates), b.forward_mbps, b.reverse_mbps],
+                         b.forward_delay_ms + b.reverse_delay_ms)
     sched = build_schedule(apps, c_addrs, s_addrs, duration_s, seed, scale=scale,
                            arrivals=arrivals, target_mbps=target_mbps,
                            client_rates=c_rates, server_rates=s_rates,
                            cuts=(window_start_s,), rre_draw=rre_draw,
-                           target_weights=target_weights)
+                           target_weights=target_weights, start=start, path=path)
     sched.meta["window_start_s"] = window_start_s
-    sched.meta["offered_window_mbps"] = offered_mbps(sched, window_start_s)
+    # as a target counts it (by the estimated transfers for a steady start), and by
+    # each connection's earliest start beside it
+    sched.meta["offered_window_mbps"] = sum(offered_by_direction(sched, window_start_s)
+                                            .values())
+    sched.meta["offered_window_earliest_mbps"] = offered_mbps(sched, window_start_s)
     return sched
 
 
@@ -542,7 +566,8 @@ class SwingKind(TrafficKind):
         sched = swing_schedule(apps, list(pl.bg_clients), list(pl.bg_servers), ctx.duration_s,
                                ctx.seed, scale, target, self.s.arrivals,
                                window_start_s=ctx.warmup_s, rre_draw=self.s.rre_draw,
-                               target_weights=weights)
+                               target_weights=weights, start=self.s.start,
+                               bottleneck=pl.path)
         self.sched = sched
         self.warnings = host_warnings(sched)
         for w in self.warnings:  # before any traffic: the run may fall short

@@ -4,9 +4,12 @@ Three loads per direction (forward: client -> server, requests; reverse:
 server -> client, responses), all application payload in Mbit/s:
 
 * **asked**: the model's mean rate with its variants (``SwingKind.asked_mbps``);
-* **offered**: what the drawn schedule carries, counted by the scheduled start of
-  each connection in the steady-state window (a lower bound of when it starts:
-  transfer times are not known in advance);
+* **offered**: what the drawn schedule carries in the steady-state window: each
+  connection's bytes by the overlap of its estimated transfer with the window (the
+  count a target is built with, :mod:`swell.analysis.swing_window` over the path in
+  the schedule's ``meta["steady_start"]``), or, for a schedule drawn with
+  ``start: empty``, by the scheduled start of each connection (a lower bound of when
+  it starts);
 * **delivered**: what the client side's sockets moved during the window
   (``swell-gen run``'s cumulative counters, one line a second; intervals ending
   after the warm-up and no later than the run's end).
@@ -33,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from swell.analysis.swing_window import PathEstimate, conn_spans, share_in
 from swell.errors import SwellError
 from swell.generators.base import GenResult
 from swell.generators.kind import Window
@@ -49,8 +53,21 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
 
 def offered_by_direction(sched: Schedule, start_s: float, end_s: float | None = None
                          ) -> dict[str, float]:
-    """Payload per direction of the connections scheduled to start in ``[start_s, end_s)``."""
+    """Payload per direction offered in ``[start_s, end_s)``: by the estimated transfers
+    when the schedule names its path (a steady start), else of the connections scheduled
+    to start in it."""
     end = sched.duration_s if end_s is None else end_s
+    path = sched.meta.get("steady_start", {}).get("path")
+    if path:
+        est = PathEstimate(float(path["rtt_s"]), float(path["rate_mbps"]) * 1e6)
+        q = a = 0.0
+        for sess in sched.sessions:
+            for s0, s1, c in conn_spans(sess, sess.t, est):
+                share = share_in(s0, s1, start_s, end)
+                q += c.req_bytes * share
+                a += c.rsp_bytes * share
+        span = max(end - start_s, 1e-9)
+        return {"forward": 8 * q / span / 1e6, "reverse": 8 * a / span / 1e6}
     req = rsp = 0
     for sess in sched.sessions:
         t = sess.t
@@ -106,6 +123,7 @@ def run_accounting(sched: Schedule, gen: GenResult, window: Window) -> dict[str,
             "delivered_mbps": delivered_by_direction(gen.series, warm, sched.duration_s),
             "target_mbps": sched.meta.get("target_mbps"),
             "arrivals": sched.meta.get("arrivals"),
+            "steady_start": sched.meta.get("steady_start"),
         },
         **connection_counts(records, sched),
         "hosts": sched.meta.get("hosts", {}),

@@ -18,16 +18,16 @@ each a namespace with its own sshd). Three things make them unlike this host:
 
 The study (:data:`STUDY`) is ``experiments/demo.yaml`` with one configuration:
 Swing at the demo's 4x load (13.2 Mbit/s) with httperf fetching 1 MB objects,
-20 s (the demo's 5 s warm-up, then 15 s), over a 100 Mbit/s, 2 ms bottleneck
+35 s (the demo's 5 s warm-up, then 30 s), over a 100 Mbit/s, 2 ms bottleneck
 with the demo's 40 ms of queue (500 kB): over the demo's 20 Mbit/s httperf's
 back-to-back downloads saturate it and a responsive background there moves
 less than asked however long the run (docs/scale.md section 8). It runs
 through the commands, as a user runs it: ``swell run STUDY --testbed HOSTS``
 (with its report), then ``swell run STUDY`` locally, same file and seed.
-Checked: the testbed names no problem the local run does not, and its
-background delivers at least 90% of asked per direction or as much as the
-local run (less the tolerance): Swing in this window is at the edge of 90% on
-this host, on both sides (docs/testbed.md section 7); every machine started
+Checked: the testbed names no problem the local run does not, and on both
+the background delivers at least 90% of asked per direction (the runner's own
+line: neither run names a delivery problem; docs/testbed.md section 7 has the
+runs, docs/scale.md section 9 why 30 s); every machine started
 its clients on time (its start signal came before the start time); what the
 machines ran names their own copies; the same runs, access links and offered
 load on both sides, delivered load and the foreground's median response time
@@ -64,7 +64,7 @@ pytestmark = SKIPS
 DEMO = REPO / "experiments" / "demo.yaml"
 STUDY = f"""extends: {DEMO}
 name: demo-testbed
-duration_s: 15
+duration_s: 30
 warmup_s: 5
 topology:
   bottleneck: {{rate_mbps: 100, delay_ms: 2, queue_bytes: 500000}}
@@ -229,15 +229,16 @@ def test_demo_study_on_the_testbed_as_locally(machines, tmp_path):
           f"local {med[1] * 1e3:.0f} ms; start signal {run['testbed']['start_signal']}; "
           f"seconds {took}")
 
-    # The same draw on both. In this 15 s window Swing is at the edge of 90% of asked on
-    # this host, on the testbed and locally alike (86-96% in the runs of docs/testbed.md
-    # section 7): the testbed names no problem the local run does not name too, and
-    # delivers at least DELIVERED_MIN, or as much as the local run less DELIVERED_TOL
+    # The same draw on both: the background reached its asked load on both (at least
+    # DELIVERED_MIN per direction, so no delivery problem), and the testbed names no
+    # problem the local run does not name too
     said = {w: [p.split(":")[0] for p in r["problems"]] for w, r in (("testbed", run),
                                                                      ("local", loc))}
     assert set(said["testbed"]) <= set(said["local"]), (run["problems"], loc["problems"])
-    for d, share in shares["testbed"].items():
-        assert share >= min(DELIVERED_MIN, shares["local"][d] - DELIVERED_TOL), (d, shares)
+    for where, share in shares.items():
+        for d, x in share.items():
+            assert x >= DELIVERED_MIN, (where, d, shares)
+        assert not [p for p in said[where] if p.startswith("background ")], (where, said)
     for where, r in (("testbed", run), ("local", loc)):
         assert r["foreground"]["response_times_s"], f"{where}: no downloads measured"
         assert r["foreground"]["httperf"]["status_other"] == 0, r["foreground"]["httperf"]

@@ -123,8 +123,9 @@ def test_drawn_sessions_are_trace_sessions(example_model: Path) -> None:
     shapes = {app: _trace_sessions(example_model, app) for app in tcp}
     seen: dict[str, set[tuple]] = {app: set() for app in tcp}
     for seed in (1, 2):
+        # the draw itself: sessions carried in from before the run are cut (steady start)
         sched = build_schedule(apps, CLIENTS, SERVERS, 120.0, seed, scale=scale,
-                               rre_draw="session")
+                               rre_draw="session", start="empty")
         for s in sched.sessions:
             app = s.rres[0].conns[0].app
             if app not in tcp:

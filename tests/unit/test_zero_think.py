@@ -28,7 +28,8 @@ def _draw(model: Path, seed: int) -> Schedule:
     apps, scale = load_app_samples(model)
     return swing_schedule(apps, [f"10.1.0.{i}" for i in range(1, 41)],
                           [f"10.2.0.{i}" for i in range(1, 11)], 60.0, seed, scale, 3.3,
-                          arrivals="stationary")
+                          arrivals="stationary", start="empty")  # the same draw: sessions
+    # carried in from before the run would be cut by their own (zero or not) think times
 
 
 def test_zero_think_zeroes_exactly_the_think_times(tmp_path: Path) -> None:
