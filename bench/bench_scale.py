@@ -5,7 +5,8 @@ both directions) of the bundled capture's Swing model (``variant: {target_mbps}`
 1,000 background clients and 256 servers, each with its own access link drawn
 from the model, a 1 Gbit/s bottleneck, no foreground; 10 s warm-up then a 20 s
 measured window (``--warmup``, ``--duration``). Per load: asked, offered (the
-schedule's connections starting in the window) and delivered (the client
+schedule's bytes in the window, as the target counts them: by the transfer-time
+estimate of a steady start, docs/scale.md section 9) and delivered (the client
 sockets' payload in the window) per direction, the background's bytes at the
 bottleneck, connections started and cut, the run's problems, and the CPU time of
 the link engine (``swell-link``) and of the generators (``swell-gen``), sampled
