@@ -49,7 +49,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     apps, rate_scale = load_app_samples(args.model, base_port=args.base_port,
                                         apps=split(args.apps) if args.apps else None)
     sched = build_schedule(apps, split(args.clients), split(args.servers), args.duration,
-                           args.seed, args.scale * rate_scale, meta={"model": str(args.model)})
+                           args.seed, args.scale * rate_scale, meta={"model": str(args.model)},
+                           start=args.start)
     write_schedule(args.output, sched)
     nconn = len(sched.conns())
     print(json.dumps({"schedule": str(args.output), "sessions": len(sched.sessions),
@@ -112,6 +113,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scale", type=float, default=1.0, help="session arrival rate x this")
     p.add_argument("--apps", help="only these applications (comma separated)")
     p.add_argument("--base-port", type=int, default=5000, help="ports for apps without one")
+    p.add_argument("--start", choices=("steady", "empty"), default="steady",
+                   help="steady: begin with the sessions that arrived before 0 under way "
+                        "(docs/scale.md section 9; no delays known here: transfers at the "
+                        "hosts' rates only); empty: every session arrives in the run")
     p.set_defaults(func=cmd_schedule)
 
     p = sub.add_parser("swing", help="run a schedule: serve and generate sessions")
