@@ -166,6 +166,7 @@ def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
 CALIBRATE = False
 CC = "reno"  # --cc: TCP congestion control in every namespace (swell run's default)
 RRE_DRAW = "independent"  # --rre-draw joint: each RRE drawn whole (docs/scale.md 7.2)
+START = "steady"  # --start empty: every session arrives in the run (before 2026-11-30)
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
 CAP_SCALE = 1.0  # --capacity-scale: every access link's capacity times this
@@ -204,7 +205,8 @@ def swing_background(model_dir: Path, out: Path, seed: int = SEED) -> Any:
     from swell.generators import registry
     from swell.generators.kind import PrepareContext
 
-    options: dict[str, Any] = {"kind": "swing", "model": str(model_dir), "rre_draw": RRE_DRAW}
+    options: dict[str, Any] = {"kind": "swing", "model": str(model_dir), "rre_draw": RRE_DRAW,
+                               "start": START}
     if CALIBRATE:
         options["variant"] = {"target_mbps": load_model(model_dir).mean_rate_bps() / 1e6}
     kind = registry.make("background",
@@ -502,6 +504,9 @@ def main() -> int:
                     help="independent: numConn, interConn and numPairs one by one (Swing's "
                     "draw, swell run's default); joint: each RRE drawn whole from the "
                     "model's joint RRE sample (docs/scale.md 7.2)")
+    ap.add_argument("--start", choices=("steady", "empty"), default="steady",
+                    help="steady: the run starts with the sessions under way (swell run's "
+                    "default, docs/scale.md 9); empty: every session arrives in the run")
     ap.add_argument("--cc", choices=CONGESTION_CONTROLS, default="reno",
                     help="TCP congestion control set in every namespace (default reno, as "
                     "`swell run` by default; a new namespace would inherit the host's)")
@@ -517,8 +522,9 @@ def main() -> int:
     from swell.cli import unwind_on_sigterm
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
-    global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE
+    global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START
     CALIBRATE = args.calibrate
+    START = args.start
     RMEM, CAP_SCALE = args.rmem, args.capacity_scale
     if CAP_SCALE <= 0:
         print("fidelity: --capacity-scale must be above 0", file=sys.stderr)
@@ -578,7 +584,7 @@ def seeds_summary(results: list[FidelityResult]) -> dict[str, Any]:
     energy per octave of each seed and of their mean against the original's floor."""
     m = results[0].meta
     out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results],
-                           "calibrated": CALIBRATE, "rre_draw": RRE_DRAW,
+                           "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
                            "congestion_control": m.get("congestion_control"),
                            "tcp_rmem": m.get("tcp_rmem"),
                            "capacity_scale": m.get("capacity_scale", 1.0),
@@ -628,6 +634,7 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
     lines = [f"{name}: seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}, no selection)"
              + (", target by construction" if summary["calibrated"] else "")
              + f", RRE draw {summary.get('rre_draw', 'independent')}"
+             + f", start {summary.get('start', 'empty (before 2026-11-30)')}"
              + f", TCP {summary.get('congestion_control') or 'bbr (host default)'}"
              + (f", tcp_rmem {summary['tcp_rmem']}" if summary.get("tcp_rmem") else "")
              + (f", access links x{summary['capacity_scale']:g}"

@@ -21,6 +21,10 @@ Processes:
   an error naming ``stationary``.
 * ``auto``: ``trace`` when the run fits in the trace, else ``stationary``.
 
+A process says whether it has a beginning (``steady``): a run's steady start
+(:mod:`swell.generators.steady_start`) runs one without over the lead-in before
+0, and precedes one with (``trace``) by its mean rate.
+
 Other processes plug in with :func:`register` and are then selectable by name
 (``arrivals:`` of a Swing background); ``mmpp:DIR[@SECONDS]`` is a fitted MMPP
 (:mod:`swell.generators.mmpp_arrivals`).
@@ -75,7 +79,7 @@ class TraceShaped:
     """The trace's per-second session profile, once (runs no longer than the trace)."""
 
     name = "trace"
-    steady = False  # starts where its trace started
+    steady = False  # begins at 0: a steady start precedes it by its mean rate
 
     @staticmethod
     def _bins(app: AppSamples, duration: float) -> tuple[np.ndarray, float]:
@@ -109,7 +113,8 @@ class TraceShaped:
         return np.sort(rng.uniform(np.maximum(lo[bins], start), hi[bins]))
 
 
-PROCESSES: dict[str, ArrivalProcess] = {"stationary": Stationary(), "trace": TraceShaped()}
+STATIONARY = Stationary()
+PROCESSES: dict[str, ArrivalProcess] = {"stationary": STATIONARY, "trace": TraceShaped()}
 
 
 def register(process: ArrivalProcess) -> None:

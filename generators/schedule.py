@@ -54,7 +54,7 @@ from swell.analysis.swing_window import PathEstimate, conn_spans, path_estimate,
 from swell.errors import SwellError
 from swell.fsutil import atomic_path
 from swell.generators import hostmap, steady_start
-from swell.generators.arrivals import ArrivalProcess, choose
+from swell.generators.arrivals import STATIONARY, ArrivalProcess, choose, trace_rate
 from swell.inet import hostport
 
 if TYPE_CHECKING:
@@ -444,16 +444,16 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
     ``size_weights`` count request and response bytes towards the target (a variant that
     scales sizes after the target counts them at their size before it, so the same
     seed draws the same sessions whatever the factor).
-    With ``steady`` (the path the transfer-time estimate assumes) and a process with no
-    beginning, the run starts in its steady state (:mod:`.steady_start`): a lead-in
-    segment ``[-H, 0)`` is drawn first, as the others, and its sessions are cut at 0 to
-    what is still to move then (``counts["steady_start"]`` says how it went).
+    With ``steady`` (the path the transfer-time estimate assumes) the run starts in its
+    steady state instead and a target counts the window's bytes as they are estimated to
+    move (:func:`_draw_steady`; ``counts["steady_start"]`` says how it went); this is
+    the construction of ``start: empty``.
     """
-    expected = np.array([process.expected(a, duration_s, scale) for a in apps])
     edges = [0.0, *sorted(c for c in cuts if 0 < c < duration_s), duration_s]
     if steady is not None:
-        return _draw_steady(apps, process, duration_s, expected, target_mbps, n_servers, rng,
+        return _draw_steady(apps, process, duration_s, scale, target_mbps, n_servers, rng,
                             counts, edges[-2], size_weights, steady)
+    expected = np.array([process.expected(a, duration_s, scale) for a in apps])
     drawn: list[Session] = []
     for start, end in zip(edges[:-1], edges[1:], strict=True):
         if target_mbps is None:
@@ -486,48 +486,59 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
 
 
 def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: float,
-                 expected: np.ndarray, target_mbps: float | None, n_servers: int,
+                 scale: float, target_mbps: float | None, n_servers: int,
                  rng: np.random.Generator, counts: dict[str, Any], window_s: float,
                  size_weights: tuple[float, float], path: PathEstimate) -> list[Session]:
     """:func:`_draw_sessions` for a steady start (:mod:`.steady_start`): sessions placed
-    by the process over the lead-in and the run alike, then cut at 0.
+    over the lead-in and the run alike, then cut at 0.
 
-    Without a target, each application draws a Poisson count with the process's mean
-    over that span. With one, sessions are drawn one by one (application by its share
-    of the expected sessions) and placed over the whole span until the bytes the
+    A process with no beginning places them over the whole span; one that begins at 0
+    (the trace's profile) is preceded by its mean rate (stationary) over the lead-in.
+    Without a target, each application draws a Poisson count with the mean over that
+    span. With one, sessions are drawn one by one (application by its share of the
+    expected sessions in the run) and placed over the span until the bytes the
     transfer-time estimate moves in the measured window ``[window_s, duration_s)``
     (:mod:`swell.analysis.swing_window`, over ``path``) are closest to the target: the
     window's bytes as they are estimated to move, with the warm-up and the lead-in at
     the window's session rate (a count by each connection's earliest start offered 1-2x
     the target in short windows and moved less: docs/scale.md, sections 8 and 9).
     """
-    lead = 0.0
-    if getattr(process, "steady", False) and expected.sum() > 0:
-        weights = expected / expected.sum()
-
-        def one(r: np.random.Generator) -> Session:
-            k = int(r.choice(len(apps), p=weights))
-            return _draw_session(apps[k], 0.0, "", n_servers, r, {"raised_requests": 0})
-
-        lead = steady_start.lead_in_s(one, rng, path)
+    expected = np.array([process.expected(a, duration_s, scale) for a in apps])
     drawn: list[Session] = []
+    if expected.sum() <= 0:
+        return drawn
+    weights = expected / expected.sum()
+
+    def one(r: np.random.Generator) -> Session:
+        k = int(r.choice(len(apps), p=weights))
+        return _draw_session(apps[k], 0.0, "", n_servers, r, {"raised_requests": 0})
+
+    lead = steady_start.lead_in_s(one, rng, path)
+    before = np.array([trace_rate(a) * scale * lead for a in apps])  # mean starts in the lead-in
+    own = getattr(process, "steady", False)  # the process itself runs before 0
+
+    def place(k: int, n: int) -> np.ndarray:
+        if own or lead <= 0:
+            return process.place(apps[k], n, -lead, duration_s, rng)
+        n_lead = int(rng.binomial(n, before[k] / (before[k] + expected[k])))
+        return np.sort(np.concatenate([STATIONARY.place(apps[k], n_lead, -lead, 0.0, rng),
+                                       process.place(apps[k], n - n_lead, 0.0, duration_s,
+                                                     rng)]))
+
     if target_mbps is None:
-        share = (duration_s + lead) / duration_s
         for k, app in enumerate(apps):
-            n = int(rng.poisson(expected[k] * share))
+            n = int(rng.poisson(expected[k] + before[k]))
             sessions = [_draw_session(app, 0.0, "", n_servers, rng, counts) for _ in range(n)]
-            times = process.place(app, n, -lead, duration_s, rng)
             drawn += [Session(0, round(float(t), 9), "", s.rres)
-                      for t, s in zip(times, sessions, strict=True)]
-    elif expected.sum() > 0:
+                      for t, s in zip(place(k, n), sessions, strict=True)]
+    else:
         budget = target_mbps * 1e6 / 8 * (duration_s - window_s)
-        weights = expected / expected.sum()
         wq, wr = size_weights
         total = 0.0
         while total < budget:
             k = int(rng.choice(len(apps), p=weights))
             sess = _draw_session(apps[k], 0.0, "", n_servers, rng, counts)
-            t0 = float(process.place(apps[k], 1, -lead, duration_s, rng)[0])
+            t0 = float(place(k, 1)[0])
             inside = sum((wq * c.req_bytes + wr * c.rsp_bytes) * share_in(a, b, window_s,
                                                                           duration_s)
                          for a, b, c in conn_spans(sess, t0, path))

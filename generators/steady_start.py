@@ -32,10 +32,12 @@ purpose (with a generator seeded from the run's), at most :data:`LEAD_MAX` s: a
 session longer than that enters the run as if it had arrived ``LEAD_MAX`` s earlier.
 The estimate knows no sharing and no loss, so carried-in sessions run a little
 ahead of where a real run would have them; the delivery check of every run
-(:mod:`swell.generators.swing_accounting`) still measures what moved. Only processes
-with no beginning (``stationary``, a fitted MMPP) start this way; the trace-shaped
-profile starts where its trace started (the trace's first seconds already hold its
-sessions under way, as new ones).
+(:mod:`swell.generators.swing_accounting`) still measures what moved. A process with
+no beginning (``stationary``, a fitted MMPP) runs over the lead-in itself; the
+trace-shaped profile begins at 0 (what came before the trace is not in it), so its
+lead-in is its mean rate, stationary. (The trace's first seconds may also hold
+sessions that were under way when the capture began, seen as new ones: without a
+target, a steady start adds the carried-in sessions on top of those.)
 """
 
 from __future__ import annotations
@@ -113,8 +115,10 @@ def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: 
             left, first = _pairs_left(c, pairs, at, min_req[c.proto])
             if left:
                 kept.append(replace(c, offset=round(first - at, 9), pairs=left))
-        if kept:
-            return replace(session, t=round(at, 9),
+        if kept:  # the session restarts when its first kept connection opens
+            first = min(c.offset for c in kept)
+            kept = [replace(c, offset=round(c.offset - first, 9)) for c in kept]
+            return replace(session, t=round(at + first, 9),
                            rres=(replace(rre, gap=0.0, conns=tuple(kept)), *rres[i + 1:]))
         if i + 1 < len(rres):  # only closes were left: the next RRE its gap after the end
             nxt = rres[i + 1]

@@ -59,7 +59,7 @@ def test_a_finished_session_is_dropped_and_a_future_rre_starts_the_session() -> 
     thinking = Session(0, -1.0, "", (Rre(0.0, (conn(((300, 1000, 2.0), (300, 1000, 0.0))),)),))
     cut = steady_start.remaining(thinking, PATH, MIN_REQ)
     assert cut is not None and cut.rres[0].conns[0].pairs == ((300, 1000, 0.0),)
-    assert 0.5 < cut.rres[0].conns[0].offset < 1.5
+    assert 0.5 < cut.t < 1.5 and cut.rres[0].conns[0].offset == 0.0
 
 
 def app(rate: float = 2.0) -> AppSamples:
@@ -115,10 +115,19 @@ def test_a_target_is_met_by_the_bytes_moved_in_the_window() -> None:
         assert 8 * moved / 15.0 / 1e6 == pytest.approx(4.0, rel=0.05)
 
 
-def test_the_trace_profile_starts_where_its_trace_started() -> None:
-    sched = build_schedule([app()], CLIENTS, SERVERS, 20.0, 1, path=PATH, arrivals="trace")
-    assert sched.meta["steady_start"]["lead_in_s"] == 0.0
-    assert sched.meta["steady_start"]["sessions_under_way"] == 0
+def test_the_trace_profile_is_preceded_by_its_mean_rate() -> None:
+    """The trace's profile begins at 0; before it, sessions arrive at its mean rate."""
+    path = PathEstimate(0.05, 10e6)
+    ramp, under_way = [], []
+    for seed in range(1, 9):
+        sched = build_schedule([app()], CLIENTS, SERVERS, 20.0, seed, path=path,
+                               arrivals="trace")
+        info = sched.meta["steady_start"]
+        assert sched.meta["arrivals"] == "trace" and info["lead_in_s"] > 10
+        under_way.append(info["sessions_under_way"])
+        per_s = moved_per_s(sched, path)
+        ramp.append(per_s[:3].sum() / per_s[10:].mean() / 3)
+    assert min(under_way) > 0 and 0.8 < np.mean(ramp) < 1.2, (under_way, ramp)
     empty = build_schedule([app()], CLIENTS, SERVERS, 20.0, 1, start="empty", arrivals="trace")
     assert "steady_start" not in empty.meta
     with pytest.raises(Exception, match="start must be one of"):
