@@ -444,10 +444,10 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
     ``size_weights`` count request and response bytes towards the target (a variant that
     scales sizes after the target counts them at their size before it, so the same
     seed draws the same sessions whatever the factor).
-    With ``steady`` (the path the transfer-time estimate assumes) the run starts in its
-    steady state instead and a target counts the window's bytes as they are estimated to
-    move (:func:`_draw_steady`; ``counts["steady_start"]`` says how it went); this is
-    the construction of ``start: empty``.
+    That is the construction of ``start: empty``. With ``steady`` (the path the
+    transfer-time estimate assumes) the run starts in its steady state instead and a
+    target counts the window's bytes as they are estimated to move (:func:`_draw_steady`;
+    ``counts["steady_start"]`` says how it went).
     """
     edges = [0.0, *sorted(c for c in cuts if 0 < c < duration_s), duration_s]
     if steady is not None:
@@ -597,8 +597,8 @@ def _map_hosts(drawn: list[Session], clients: list[str], servers: list[str],
     return out, info
 
 
-def _median(rates: list[float | None] | None) -> float | None:
-    """The median of the known rates (None: none known)."""
+def median_rate(rates: list[float | None] | None) -> float | None:
+    """The median of the known rates (None: none known; the upper one of an even count)."""
     known = sorted(r for r in rates or [] if r is not None)
     return known[len(known) // 2] if known else None
 
@@ -649,7 +649,8 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     process = choose(arrivals, duration_s, max(a.trace_duration_s for a in usable))
     steady = None
     if start == "steady":
-        steady = path or path_estimate([], [], [_median(client_rates), _median(server_rates)])
+        steady = path or path_estimate([], [], [median_rate(client_rates),
+                                                median_rate(server_rates)])
     drawn = _draw_sessions(usable, process, duration_s, scale, target_mbps, len(servers),
                            rng, counts, cuts, target_weights, steady)
     if not drawn:

@@ -402,14 +402,10 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     ``bottleneck``.
     """
     from swell.analysis.swing_window import path_estimate
-    from swell.generators.schedule import build_schedule
+    from swell.generators.schedule import build_schedule, median_rate
 
     def delays(hosts: list[Endpoint] | list[str]) -> list[float]:
         return [h.link.delay_ms for h in hosts if not isinstance(h, str) and h.link]
-
-    def median(rates: list[float | None]) -> float | None:
-        known = sorted(r for r in rates if r is not None)
-        return known[len(known) // 2] if known else None
 
     def split(hosts: list[Endpoint] | list[str]) -> tuple[list[str], list[float | None]]:
         addrs = [h if isinstance(h, str) else h.ip for h in hosts]
@@ -421,7 +417,8 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     s_addrs, s_rates = split(servers)
     b = bottleneck or PathFacts()
     path = path_estimate(delays(clients), delays(servers),
-                         [median(c_rates), median(s_rates), b.forward_mbps, b.reverse_mbps],
+                         [median_rate(c_rates), median_rate(s_rates), b.forward_mbps,
+                          b.reverse_mbps],
                          b.forward_delay_ms + b.reverse_delay_ms)
     sched = build_schedule(apps, c_addrs, s_addrs, duration_s, seed, scale=scale,
                            arrivals=arrivals, target_mbps=target_mbps,
