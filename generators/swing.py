@@ -344,8 +344,9 @@ class SwingSpec(KindSpec):
         "where the model has them; docs/scale.md 7.2) or session (the trace's sessions "
         "whole, else as joint; docs/scale.md 7.3)")
     start: Literal["steady", "empty"] = Field(
-        "steady", description="steady: a stationary or MMPP run starts in its steady state, "
-        "with the sessions that arrived before it under way (docs/scale.md section 9); "
+        "steady", description="steady: the run starts in its steady state, with the sessions "
+        "that arrived before it under way (a trace-shaped profile is preceded by its mean "
+        "rate; docs/scale.md section 9); "
         "empty: every session arrives in the run (as before 2026-11-30)")
 
     @model_validator(mode="after")
