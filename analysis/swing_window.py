@@ -83,13 +83,18 @@ def transfer_s(nbytes: int, path: PathEstimate) -> float:
 @dataclass(frozen=True)
 class PairTimes:
     """When one request/response pair of a connection is estimated to move: the request
-    from ``start`` to ``req_end``, the response from ``req_end`` to ``rsp_end``, then the
-    think time until ``end`` (the next pair's start)."""
+    from ``start`` to ``req_end``, the server's wait until ``rsp_start``, the response
+    until ``rsp_end``, then the think time until ``end`` (the next pair's start)."""
 
     start: float
     req_end: float
     rsp_end: float
     end: float
+    rsp_start: float = -1.0  # -1: no wait, the response starts at req_end
+
+    def __post_init__(self) -> None:
+        if self.rsp_start < 0:
+            object.__setattr__(self, "rsp_start", self.req_end)
 
 
 def pair_times(conn: Any, start: float, path: PathEstimate) -> tuple[list[PairTimes], float]:
@@ -97,10 +102,11 @@ def pair_times(conn: Any, start: float, path: PathEstimate) -> tuple[list[PairTi
     first), and when the connection ends (half a round trip to close)."""
     e = start + (path.rtt_s if conn.proto == "tcp" else 0.0)
     out = []
-    for req, rsp, think in conn.pairs:
+    waits = getattr(conn, "pair_waits", None) or (0.0,) * len(conn.pairs)
+    for (req, rsp, think), wait in zip(conn.pairs, waits, strict=True):
         q = e + transfer_s(req, path)
-        r = q + transfer_s(rsp, path)
-        out.append(PairTimes(e, q, r, r + think))
+        r = q + wait + transfer_s(rsp, path)
+        out.append(PairTimes(e, q, r, r + think, q + wait))
         e = r + think
     return out, e + path.rtt_s / 2
 

@@ -159,6 +159,8 @@ def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
     if CAP_SCALE != 1.0:  # --capacity-scale: a sensitivity run, not the model's links
         for side in ("client", "server"):
             m.arrays[f"net/{side}/capacity_bps"] = m.arrays[f"net/{side}/capacity_bps"] * CAP_SCALE
+    if SERVER_DELAY_MS is not None:  # --server-delay-ms: a sensitivity run, one delay for all
+        m.arrays["net/server/delay_s"] = m.arrays["net/server/delay_s"] * 0 + SERVER_DELAY_MS / 1e3
     save_model(m, model_dir)
     return model_dir, load_model(model_dir)
 
@@ -167,9 +169,11 @@ CALIBRATE = False
 CC = "reno"  # --cc: TCP congestion control in every namespace (swell run's default)
 RRE_DRAW = "independent"  # --rre-draw joint: each RRE drawn whole (docs/scale.md 7.2)
 START = "steady"  # --start empty: every session arrives in the run (before 2026-11-30)
+SERVER_WAIT = True  # --no-server-wait: responses leave at once (before 2026-11-30 noon)
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
 CAP_SCALE = 1.0  # --capacity-scale: every access link's capacity times this
+SERVER_DELAY_MS: float | None = None  # --server-delay-ms: every server's one-way delay
 
 
 def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
@@ -206,7 +210,7 @@ def swing_background(model_dir: Path, out: Path, seed: int = SEED) -> Any:
     from swell.generators.kind import PrepareContext
 
     options: dict[str, Any] = {"kind": "swing", "model": str(model_dir), "rre_draw": RRE_DRAW,
-                               "start": START}
+                               "start": START, "server_wait": SERVER_WAIT}
     if CALIBRATE:
         options["variant"] = {"target_mbps": load_model(model_dir).mean_rate_bps() / 1e6}
     kind = registry.make("background",
@@ -305,7 +309,7 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         "offered_in_window_mbps": offered_mbps(sched, warmup_s),
         "model_mean_mbps": load_model(model_dir).mean_rate_bps() / 1e6,
         "calibrated": CALIBRATE, "congestion_control": CC,
-        "tcp_rmem": RMEM, "capacity_scale": CAP_SCALE,
+        "tcp_rmem": RMEM, "capacity_scale": CAP_SCALE, "server_delay_ms": SERVER_DELAY_MS,
         "scheduled_payload_bps": {
             "c2s": 8.0 * sum(c.req_bytes for *_, c in sched.conns()) / run_s,
             "s2c": 8.0 * sum(c.rsp_bytes for *_, c in sched.conns()) / run_s},
@@ -507,6 +511,9 @@ def main() -> int:
     ap.add_argument("--start", choices=("steady", "empty"), default="steady",
                     help="steady: the run starts with the sessions under way (swell run's "
                     "default, docs/scale.md 9); empty: every session arrives in the run")
+    ap.add_argument("--no-server-wait", action="store_true",
+                    help="responses leave their server as soon as the request is in (the "
+                    "model's rspWait unused: swell run before 2026-11-30 noon)")
     ap.add_argument("--cc", choices=CONGESTION_CONTROLS, default="reno",
                     help="TCP congestion control set in every namespace (default reno, as "
                     "`swell run` by default; a new namespace would inherit the host's)")
@@ -515,6 +522,8 @@ def main() -> int:
                     "sensitivity run: docs/fidelity.md)")
     ap.add_argument("--capacity-scale", type=float, default=1.0,
                     help="every access link's capacity times this (a sensitivity run)")
+    ap.add_argument("--server-delay-ms", type=float,
+                    help="every server's one-way access delay set to this (a sensitivity run)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs at once (each its own dumbbell; the runs of these traces "
                     "take a small share of a core each)")
@@ -522,10 +531,11 @@ def main() -> int:
     from swell.cli import unwind_on_sigterm
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
-    global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START
+    global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
     CALIBRATE = args.calibrate
     START = args.start
-    RMEM, CAP_SCALE = args.rmem, args.capacity_scale
+    SERVER_WAIT = not args.no_server_wait
+    RMEM, CAP_SCALE, SERVER_DELAY_MS = args.rmem, args.capacity_scale, args.server_delay_ms
     if CAP_SCALE <= 0:
         print("fidelity: --capacity-scale must be above 0", file=sys.stderr)
         return 2
@@ -585,6 +595,8 @@ def seeds_summary(results: list[FidelityResult]) -> dict[str, Any]:
     m = results[0].meta
     out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results],
                            "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
+                           "server_wait": SERVER_WAIT,
+                           "server_delay_ms": m.get("server_delay_ms"),
                            "congestion_control": m.get("congestion_control"),
                            "tcp_rmem": m.get("tcp_rmem"),
                            "capacity_scale": m.get("capacity_scale", 1.0),
@@ -635,10 +647,13 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
              + (", target by construction" if summary["calibrated"] else "")
              + f", RRE draw {summary.get('rre_draw', 'independent')}"
              + f", start {summary.get('start', 'empty (before 2026-11-30)')}"
+             + (", servers' waits" if summary.get("server_wait") else ", no servers' waits")
              + f", TCP {summary.get('congestion_control') or 'bbr (host default)'}"
              + (f", tcp_rmem {summary['tcp_rmem']}" if summary.get("tcp_rmem") else "")
              + (f", access links x{summary['capacity_scale']:g}"
                 if summary.get("capacity_scale", 1.0) != 1.0 else "")
+             + (f", every server {summary['server_delay_ms']:g} ms away"
+                if summary.get("server_delay_ms") is not None else "")
              + f"; generated {summary['run_s']:.0f} s, measured the last "
                f"{summary['window_s']:.0f} s; offered in the window (Mbit/s): "
              + ", ".join(f"{x:.2f}" for x in summary["offered_in_window_mbps"])

@@ -38,6 +38,7 @@ from swell.extract.sessions import (
     APP_PARAMS,
     DEFAULT_RRE_GAP_S,
     DEFAULT_SESSION_TIMEOUT_S,
+    WAIT_PARAMS,
     Thresholds,
 )
 from swell.fsutil import check_output, input_file
@@ -97,12 +98,14 @@ def format_summary(model: SwingModel) -> str:
         )
     out.append("")
     out.append(f"{'parameter (median / p90)':<26}" + "".join(f"{a[:14]:>16}" for a in model.apps))
-    for p in APP_PARAMS:
+    for p in (*APP_PARAMS, *WAIT_PARAMS):
         if p in ("sessionStart", "rreServer"):
             continue
+        if p in WAIT_PARAMS and not any(f"app/{a}/{p}" in model.arrays for a in model.apps):
+            continue  # a model written before the servers' waits
         cells = []
         for app in model.apps:
-            v = model.samples(app, p)
+            v = model.arrays.get(f"app/{app}/{p}", np.zeros(0))
             cells.append(f"{_fmt(_q(v, 0.5))}/{_fmt(_q(v, 0.9))}" if len(v) else "-")
         out.append(f"{p:<26}" + "".join(f"{c:>16}" for c in cells))
     out.append("")

@@ -40,6 +40,7 @@ from swell.extract.sessions import (
     APP_PARAMS,
     JOINT_PARAMS,
     SESSION_PARAMS,
+    WAIT_PARAMS,
     Thresholds,
     app_parameters,
 )
@@ -95,6 +96,7 @@ PARAM_UNITS = {
     "pairReq": "bytes per request, per pair of the connections of rreConns in order",
     "pairRsp": "bytes per response, per pair as pairReq",
     "pairThink": "s from a pair's response end to its connection's next request (0 last)",
+    "rspWait": "s a server waited between a request's end and its response (its latency)",
     "delay_s": "one-way access delay, s",
     "capacity_bps": "access capacity, bit/s",
     "loss": "loss rate (retransmitted / data segments)",
@@ -242,7 +244,9 @@ def fit_model(
     arrays: dict[str, np.ndarray] = {}
     server_ids = net.sides["server"]["hosts"]
     for app, vals in params.items():
-        for name in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS:
+        for name in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS + WAIT_PARAMS:
+            if name not in vals:
+                continue
             v = vals[name]
             if name == "rreServer":
                 v = np.searchsorted(server_ids, v)
@@ -321,6 +325,7 @@ def validate(model: SwingModel, where: str) -> None:
                 raise SwellError(where, f"{k} holds negative values")
         _validate_joint(arrays, app, where)
         _validate_sessions(arrays, app, where)
+        _validate_waits(arrays, app, where)
     for side in SIDES:
         n = len(arrays.get(f"net/{side}/hosts", []))
         for p in NET_PARAMS:
@@ -363,6 +368,20 @@ def _validate_joint(arrays: dict[str, np.ndarray], app: str, where: str) -> None
         raise SwellError(where, f"{keys[1]} holds negative, NaN or infinite offsets")
     if n and (offsets[np.r_[0, np.cumsum(conns)[:-1]]] != 0).any():
         raise SwellError(where, f"{keys[1]}: an RRE's first connection must have offset 0")
+
+
+def _validate_waits(arrays: dict[str, np.ndarray], app: str, where: str) -> None:
+    """The optional server waits of ``app`` (``WAIT_PARAMS``): times >= 0 (a model
+    written before them has none: its schedules have no waits)."""
+    for p in WAIT_PARAMS:
+        k = f"app/{app}/{p}"
+        if k not in arrays:
+            continue
+        a = np.asarray(arrays[k])
+        if a.ndim != 1 or a.dtype.kind != "f" or not np.isfinite(a).all() or (
+            len(a) and a.min() < 0
+        ):
+            raise SwellError(where, f"{k} must hold times >= 0 (s)")
 
 
 def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> None:

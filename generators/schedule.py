@@ -6,7 +6,10 @@ starts ``gap`` seconds after the previous RRE of its session ended and opens
 its connections at ``offset`` seconds from its own start; a connection goes
 to ``server`` (``ADDR:PORT``) over ``proto`` and carries request/response
 pairs ``(req_bytes, rsp_bytes, think_s)``, ``think_s`` being the pause after
-that pair's response before the next request.
+that pair's response before the next request, and (TCP, optional) per pair the
+server's wait between the request's end and its response (``Conn.waits``, a
+pair's fourth number in the file: the model's ``rspWait``, drawn with a
+generator of its own so the rest of the draw is as without it).
 
 The file format (read by ``swell-gen run``) is JSON lines: one header line
 ``{"format": "swell-schedule", "version": 1, "seed", "sessions", "duration_s",
@@ -46,7 +49,7 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -55,16 +58,23 @@ from swell.errors import SwellError
 from swell.fsutil import atomic_path
 from swell.generators import hostmap, steady_start
 from swell.generators.arrivals import STATIONARY, ArrivalProcess, choose, trace_rate
+from swell.generators.samples import (  # noqa: F401  (re-exported: the schedule's inputs)
+    MODEL_PARAMS,
+    RRE_DRAWS,
+    AppSamples,
+    app_samples,
+    apps_for_draw,
+    load_app_samples,
+)
 from swell.inet import hostport
-
-if TYPE_CHECKING:
-    from swell.extract.model import SwingModel
 
 FORMAT = "swell-schedule"
 VERSION = 1
 MIN_REQ = {"tcp": 8, "udp": 24}
-RRE_DRAWS = ("independent", "joint", "session")
-MAX_BYTES = (1 << 32) - 1
+WAIT_STREAM = 0x57A17  # the servers' waits' own generator: default_rng([seed, WAIT_STREAM])
+WAIT_MIN_REQ = 12  # a TCP request carrying a server wait: swell-gen's header and the u32 wait
+MAX_WAIT_S = ((1 << 32) - 1) / 1e6  # the wait travels in microseconds (u32)
+MAX_BYTES = (1 << 31) - 1  # a response word keeps its top bit for the server wait flag
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,13 @@ class Conn:
     app: str
     offset: float
     pairs: tuple[tuple[int, int, float], ...]
+    # the server's wait between each pair's request and its response (empty: none); TCP
+    waits: tuple[float, ...] = ()
+
+    @property
+    def pair_waits(self) -> tuple[float, ...]:
+        """Each pair's server wait (0 when the connection has none)."""
+        return self.waits or (0.0,) * len(self.pairs)
 
     @property
     def req_bytes(self) -> int:
@@ -121,7 +138,9 @@ def _session_obj(s: Session) -> dict[str, Any]:
     return {"id": s.id, "t": round(s.t, 9), "client": s.client, "rres": [
         {"gap": round(r.gap, 9), "conns": [
             {"server": c.server, "proto": c.proto, "app": c.app, "offset": round(c.offset, 9),
-             "pairs": [[q, a, round(k, 9)] for q, a, k in c.pairs]} for c in r.conns]}
+             "pairs": [[q, a, round(k, 9), *((round(w, 6),) if c.waits else ())]
+                       for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True)]}
+            for c in r.conns]}
         for r in s.rres]}
 
 
@@ -157,8 +176,15 @@ def _parse_session(obj: Any, where: str) -> Session:
         conns = []
         for c in ro["conns"]:
             co = _strict(c, {"server", "proto", "app", "offset", "pairs"}, "connection", where)
-            pairs = tuple((int(q), int(a), float(k)) for q, a, k in co["pairs"])
-            conns.append(Conn(co["server"], co["proto"], co["app"], float(co["offset"]), pairs))
+            if any(not isinstance(x, list) or len(x) not in (3, 4) for x in co["pairs"]):
+                raise SwellError(where, "a pair is not [request, response, think(, wait)]")
+            pairs = tuple((int(x[0]), int(x[1]), float(x[2])) for x in co["pairs"])
+            waits = tuple(float(x[3]) for x in co["pairs"] if len(x) == 4)
+            if waits and len(waits) != len(pairs):
+                raise SwellError(where, "a connection's pairs mix [req, rsp, think] and "
+                                 "[req, rsp, think, wait]")
+            conns.append(Conn(co["server"], co["proto"], co["app"], float(co["offset"]), pairs,
+                              waits))
         rres.append(Rre(float(ro["gap"]), tuple(conns)))
     return Session(int(o["id"]), float(o["t"]), str(o["client"]), tuple(rres))
 
@@ -213,85 +239,20 @@ def _check_conn(c: Conn, sid: int, where: str | os.PathLike[str]) -> None:
         raise SwellError(where, f"session {sid}: unknown proto {c.proto!r} (tcp or udp)")
     if ":" not in c.server or c.offset < 0 or not c.pairs:
         raise SwellError(where, f"session {sid}: connection needs ADDR:PORT, offset >= 0, pairs")
-    for q, a, k in c.pairs:
-        if not MIN_REQ[c.proto] <= q <= MAX_BYTES or not 0 <= a <= MAX_BYTES or k < 0:
+    if c.waits and len(c.waits) != len(c.pairs):
+        raise SwellError(where, f"session {sid}: {len(c.waits)} server waits for "
+                         f"{len(c.pairs)} pairs")
+    for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True):
+        least = WAIT_MIN_REQ if w > 0 else MIN_REQ[c.proto]
+        if not least <= q <= MAX_BYTES or not 0 <= a <= MAX_BYTES or k < 0:
             raise SwellError(where, f"session {sid}: pair ({q}, {a}, {k}) out of range "
-                             f"(request >= {MIN_REQ[c.proto]} bytes, think >= 0)")
+                             f"(request >= {least} bytes, think >= 0)")
+        if not 0 <= w <= MAX_WAIT_S or (w > 0 and c.proto != "tcp"):
+            raise SwellError(where, f"session {sid}: server wait {w} s out of range "
+                             f"(0..{MAX_WAIT_S:.0f} s, TCP only)")
 
 
 # ------------------------------------------------------------ drawing from samples
-
-@dataclass
-class AppSamples:
-    """Empirical samples of one application's Swing parameters (seconds, bytes)."""
-
-    name: str
-    proto: str  # "tcp" | "udp"
-    port: int
-    session_starts: np.ndarray  # session start times in the trace, seconds from its start
-    trace_duration_s: float
-    num_rre: np.ndarray
-    inter_rre: np.ndarray
-    num_conn: np.ndarray
-    inter_conn: np.ndarray
-    num_pairs: np.ndarray
-    req_size: np.ndarray
-    rsp_size: np.ndarray
-    req_think: np.ndarray
-    rre_server: np.ndarray = field(default_factory=lambda: np.zeros(0))  # server index per RRE
-    # the joint RRE sample (empty: a model without it, the independent draw): connections
-    # per RRE, and per connection in RRE order its offset (s) and its pair count
-    rre_conns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    rre_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    rre_pairs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    # the trace's sessions whole (empty: a model without them): RREs per session (those of
-    # the joint sample, in order), the gap before each RRE but a session's first, and per
-    # pair of the joint sample's connections in order its request, response and think time
-    sess_rres: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    sess_gaps: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    pair_req: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    pair_rsp: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    pair_think: np.ndarray = field(default_factory=lambda: np.zeros(0))
-
-    _rre_start: np.ndarray = field(init=False, repr=False, compare=False)
-    _sess_start: np.ndarray = field(init=False, repr=False, compare=False)
-    _pair_start: np.ndarray = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self._rre_start = np.r_[0, np.cumsum(np.asarray(self.rre_conns, dtype=np.int64))]
-        if self.joint and (self._rre_start[-1] != len(self.rre_offsets)
-                           or len(self.rre_offsets) != len(self.rre_pairs)):
-            raise SwellError(self.name, "the joint RRE sample's arrays do not agree")
-        self._sess_start = np.r_[0, np.cumsum(np.asarray(self.sess_rres, dtype=np.int64))]
-        self._pair_start = np.r_[0, np.cumsum(np.asarray(self.rre_pairs, dtype=np.int64))]
-        if self.whole and (not self.joint or self._sess_start[-1] != self.rre_conns.size
-                           or len(self.sess_gaps) != self.rre_conns.size - self.sess_rres.size
-                           or not len(self.pair_req) == len(self.pair_rsp)
-                           == len(self.pair_think) == self._pair_start[-1]):
-            raise SwellError(self.name, "the whole sessions' arrays do not agree")
-
-    @property
-    def whole(self) -> bool:
-        """Whether sessions are drawn whole (the model has the trace's sessions)."""
-        return self.sess_rres.size > 0
-
-    @property
-    def joint(self) -> bool:
-        """Whether RREs are drawn whole (the model has the joint RRE sample)."""
-        return self.rre_conns.size > 0
-
-    def rre_shape(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k``-th RRE of the joint sample: its connections' offsets and pair counts."""
-        a, b = int(self._rre_start[k]), int(self._rre_start[k + 1])
-        return self.rre_offsets[a:b], self.rre_pairs[a:b]
-
-    def check(self) -> None:
-        for name in ("num_rre", "num_conn", "num_pairs", "req_size", "rsp_size"):
-            if np.asarray(getattr(self, name)).size == 0:
-                raise SwellError(self.name, f"no samples of {name}")
-        if self.session_starts.size == 0:
-            raise SwellError(self.name, "no sessions in the model")
-
 
 def _draw(rng: np.random.Generator, samples: np.ndarray, n: int, default: float = 0.0
           ) -> np.ndarray:
@@ -363,7 +324,7 @@ def _draw_session(app: AppSamples, t: float, client: str, n_servers: int,
     """One session; each connection's server is ``OBS:PORT``, OBS the observed server
     (the model's ``rreServer`` sample: its popularity), mapped onto hosts later."""
     if app.whole:
-        return _whole_session(app, t, client, n_servers, rng, meta)
+        return _with_waits(_whole_session(app, t, client, n_servers, rng, meta), app)
     rres = []
     for i in range(max(1, int(_draw(rng, app.num_rre, 1)[0]))):
         gap = 0.0 if i == 0 else max(0.0, float(_draw(rng, app.inter_rre, 1)[0]))
@@ -379,7 +340,26 @@ def _draw_session(app: AppSamples, t: float, client: str, n_servers: int,
         offsets = np.concatenate([[0.0], np.cumsum(gaps[1:])])
         conns = tuple(_draw_conn(app, server, float(o), rng, meta) for o in offsets)
         rres.append(Rre(round(gap, 9), conns))
-    return Session(0, round(t, 9), client, tuple(rres))
+    return _with_waits(Session(0, round(t, 9), client, tuple(rres)), app)
+
+
+def _with_waits(sess: Session, app: AppSamples) -> Session:
+    """``sess`` with each TCP pair's server wait drawn from the application's ``rspWait``
+    (its own generator: the rest of the draw does not change). A request shorter than
+    :data:`WAIT_MIN_REQ` bytes (one the server answers at once in the trace's terms: an
+    empty request raised to the header) gets none, so no request changes size."""
+    if app.proto != "tcp" or not app.rsp_wait.size or app.wait_rng is None:
+        return sess
+    rres = []
+    for r in sess.rres:
+        conns = []
+        for c in r.conns:
+            w = np.clip(_draw(app.wait_rng, app.rsp_wait, len(c.pairs)), 0.0, MAX_WAIT_S)
+            waits = tuple(round(float(x), 6) if q >= WAIT_MIN_REQ else 0.0
+                          for (q, _, _), x in zip(c.pairs, w, strict=True))
+            conns.append(replace(c, waits=waits))
+        rres.append(replace(r, conns=tuple(conns)))
+    return replace(sess, rres=tuple(rres))
 
 
 def _unusable(apps: list[AppSamples]) -> dict[str, str]:
@@ -547,7 +527,8 @@ def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: fl
             drawn.append(Session(0, round(t0, 9), "", sess.rres))
             total += inside
     early = [s for s in drawn if s.t < 0]
-    carried = [r for s in early if (r := steady_start.remaining(s, path, MIN_REQ)) is not None]
+    carried = [r for s in early if (r := steady_start.remaining(
+        s, path, MIN_REQ, wait_req=WAIT_MIN_REQ)) is not None]
     drawn = [s for s in drawn if s.t >= 0] + carried
     counts["steady_start"] = {"lead_in_s": round(lead, 3), "lead_in_sessions": len(early),
                               "sessions_under_way": len(carried),
@@ -632,7 +613,9 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     sessions under way at 0 included: :mod:`.steady_start`, estimating over ``path``,
     by default the median access rates with no delay) or ``empty`` (every session
     arrives in the run).
-    One generator seeded by ``seed`` draws everything.
+    One generator seeded by ``seed`` draws everything; the servers' waits (a model's
+    ``rspWait``) come from a second one seeded by ``seed`` too, so the rest is drawn
+    as it would be without them.
     """
     if start not in steady_start.STARTS:
         raise SwellError("schedule", f"start must be one of {', '.join(steady_start.STARTS)}, "
@@ -643,6 +626,8 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
         raise SwellError("schedule", "need at least one client and one server address")
     apps = apps_for_draw(apps, rre_draw)
     rng = np.random.default_rng(seed)
+    wait_rng = np.random.default_rng([seed, WAIT_STREAM])
+    apps = [replace(a, wait_rng=wait_rng) for a in apps]
     counts: dict[str, Any] = {"raised_requests": 0}
     skipped = _unusable(apps)
     usable = [a for a in apps if a.name not in skipped]
@@ -668,78 +653,3 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
                          else "independent" for a in usable},
             **({"skipped_apps": skipped} if skipped else {}), **(meta or {})}
     return Schedule(seed, duration_s, sessions, info)
-
-
-# ------------------------------------------------------------ reading a model
-
-MODEL_PARAMS = {  # AppSamples field -> Swing model parameter (swell.extract.sessions.APP_PARAMS)
-    "num_rre": "numRRE", "inter_rre": "interRRE", "num_conn": "numConn",
-    "inter_conn": "interConn", "num_pairs": "numPairs", "req_size": "reqSize",
-    "rsp_size": "rspSize", "req_think": "reqThink", "rre_server": "rreServer",
-}
-JOINT_FIELDS = {"rre_conns": "rreConns", "rre_offsets": "rreOffsets", "rre_pairs": "rrePairs"}
-SESSION_FIELDS = {"sess_rres": "sessRres", "sess_gaps": "sessGaps", "pair_req": "pairReq",
-                  "pair_rsp": "pairRsp", "pair_think": "pairThink"}
-
-
-def _session_fields(model: Any, name: str) -> dict[str, np.ndarray]:
-    """An application's whole sessions (the size and think-time variants are already
-    in them: :mod:`swell.extract.variants` applies them where it applies them to the
-    pooled samples)."""
-    return {k: np.asarray(model.samples(name, p), dtype=np.int64 if k in (
-        "sess_rres", "pair_req", "pair_rsp") else float) for k, p in SESSION_FIELDS.items()}
-
-
-def apps_for_draw(apps: list[AppSamples], rre_draw: str) -> list[AppSamples]:
-    """The applications' samples with what ``rre_draw`` does not use left out: the
-    whole sessions unless ``session``, the joint RRE sample too when ``independent``
-    (in that order: the sessions' arrays index the joint sample)."""
-    if rre_draw not in RRE_DRAWS:
-        raise SwellError("rre_draw", f"unknown draw {rre_draw!r} ({' or '.join(RRE_DRAWS)})")
-    if rre_draw != "session":
-        apps = [replace(a, sess_rres=np.zeros(0, dtype=np.int64)) for a in apps]
-    if rre_draw == "independent":
-        apps = [replace(a, rre_conns=np.zeros(0, dtype=np.int64)) for a in apps]
-    return apps
-
-
-def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,
-                     apps: list[str] | None = None) -> tuple[list[AppSamples], float]:
-    """Per-application samples of a Swing model directory, and its rate scale.
-
-    Reads through ``swell.extract.model.load_model`` (format version check and
-    validation). An application's port is the model's ``server_port`` for it
-    (else ``base_port + index``); its transport is the model's ``transport``.
-    The rate scale is the model's ``rate_scale`` (set by the ``--scale``
-    variant, which leaves ``sessionStart`` as in the trace).
-    """
-    from swell.extract.model import load_model
-
-    return app_samples(load_model(model_dir), model_dir, base_port, apps)
-
-
-def app_samples(model: SwingModel, source: str | os.PathLike[str], base_port: int = 5000,
-                apps: list[str] | None = None) -> tuple[list[AppSamples], float]:
-    """:func:`load_app_samples` of a model already loaded (``source`` names it in errors)."""
-    names = [a for a in model.apps if apps is None or a in apps]
-    if apps is not None and (unknown := sorted(set(apps) - set(model.apps))):
-        raise SwellError(source, f"no application(s) {', '.join(unknown)} in the model "
-                                    f"(it has {', '.join(model.apps)})")
-    out = []
-    for i, name in enumerate(names):
-        info = model.app_info(name)
-        port = info.get("server_port")
-        port = int(port) if isinstance(port, int) and 0 < port < 65536 else base_port + i
-        proto = str(info.get("transport", "udp" if name.endswith("udp") else "tcp"))
-        fields = {f: np.asarray(model.samples(name, p), dtype=float)
-                  for f, p in MODEL_PARAMS.items()}
-        if model.rre_draw(name) == "joint":  # else: written before it, the independent draw
-            fields |= {f: np.asarray(model.samples(name, p), dtype=float if f == "rre_offsets"
-                                     else np.int64) for f, p in JOINT_FIELDS.items()}
-        if model.has_sessions(name):  # else: written before them, rre_draw=session falls back
-            fields |= _session_fields(model, name)
-        out.append(AppSamples(name, proto, port, np.sort(model.samples(name, "sessionStart")),
-                              max(model.duration_s, 1e-3), **fields))
-    if not out:
-        raise SwellError(source, "the model has no applications")
-    return out, float(model.meta.get("rate_scale", 1.0))

@@ -72,30 +72,38 @@ def _left(nbytes: int, a: float, b: float, at: float) -> int:
 
 
 def _pairs_left(conn: Any, pairs: list[PairTimes], at: float, min_req: int
-                ) -> tuple[tuple[tuple[int, int, float], ...], float]:
-    """The pairs of a connection under way at ``at`` still to move, and when the first
-    of them starts (``at`` when one is under way)."""
+                ) -> tuple[tuple[tuple[int, int, float], ...], tuple[float, ...], float]:
+    """The pairs of a connection under way at ``at`` still to move, their server waits,
+    and when the first of them starts (``at`` when one is under way)."""
     kept: list[tuple[int, int, float]] = []
+    waits: list[float] = []
     first = None
-    for (req, rsp, think), p in zip(conn.pairs, pairs, strict=True):
+    for (req, rsp, think), wait, p in zip(conn.pairs, conn.pair_waits, pairs, strict=True):
         if p.rsp_end <= at:  # moved (and its think time, if any, is under way)
             continue
         if p.start >= at:
             kept.append((req, rsp, think))
+            waits.append(wait)
             first = p.start if first is None else first
             continue
         if at < p.req_end:  # the request under way
             kept.append((max(min_req, _left(req, p.start, p.req_end, at)), rsp, think))
+            waits.append(wait)
+        elif at < p.rsp_start:  # the server waiting: the rest of its wait
+            kept.append((min_req, rsp, think))
+            waits.append(round(p.rsp_start - at, 6))
         else:  # the response under way
-            kept.append((min_req, _left(rsp, p.req_end, p.rsp_end, at), think))
+            kept.append((min_req, _left(rsp, p.rsp_start, p.rsp_end, at), think))
+            waits.append(0.0)
         first = at
-    return tuple(kept), at if first is None else first
+    return tuple(kept), tuple(waits), at if first is None else first
 
 
-def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: float = 0.0
-              ) -> Any | None:
+def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: float = 0.0,
+              wait_req: int = 12) -> Any | None:
     """What of ``session`` (arriving before ``at``) is estimated to move after ``at``, as
-    a session arriving at or after ``at`` (None: all of it moved before)."""
+    a session arriving at or after ``at`` (None: all of it moved before); a request
+    left with a server wait is at least ``wait_req`` bytes (swell-gen's header)."""
     rres = list(session.rres)
     times = rre_times(session, session.t, path)
     for i, (rre, (start, conns)) in enumerate(zip(rres, times, strict=True)):
@@ -112,9 +120,13 @@ def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: 
             if c0 >= at:
                 kept.append(replace(c, offset=round(c0 - at, 9)))
                 continue
-            left, first = _pairs_left(c, pairs, at, min_req[c.proto])
+            left, waits, first = _pairs_left(c, pairs, at, min_req[c.proto])
             if left:
-                kept.append(replace(c, offset=round(first - at, 9), pairs=left))
+                if any(waits):  # a request that carries a wait is at least wait_req bytes
+                    left = tuple((max(q, wait_req), a, k) if w > 0 else (q, a, k)
+                                 for (q, a, k), w in zip(left, waits, strict=True))
+                kept.append(replace(c, offset=round(first - at, 9), pairs=left,
+                                    waits=waits if any(waits) else ()))
         if kept:  # the session restarts when its first kept connection opens
             first = min(c.offset for c in kept)
             kept = [replace(c, offset=round(c.offset - first, 9)) for c in kept]

@@ -29,10 +29,11 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from swell.errors import SwellError
@@ -348,12 +349,27 @@ class SwingSpec(KindSpec):
         "that arrived before it under way (a trace-shaped profile is preceded by its mean "
         "rate; docs/scale.md section 9); "
         "empty: every session arrives in the run (as before 2026-11-30)")
+    server_wait: bool = Field(
+        True, description="true: each TCP response leaves its server after the latency the "
+        "trace's servers showed (the model's rspWait; docs/fidelity.md, \"The servers' "
+        "wait\"); false: as soon as the request is in (as before 2026-11-30 noon)")
 
     @model_validator(mode="after")
     def _needs_input(self) -> SwingSpec:
         if not (self.model or self.trace):
             raise ValueError("swing needs a model (or a trace to extract one from)")
         return self
+
+
+def spec_samples(spec: SwingSpec, model: Any, source: str) -> tuple[list[Any], float]:
+    """The model's samples as ``spec`` draws them: without the servers' waits when its
+    ``server_wait`` is false (``app_samples``: the samples and the rate scale)."""
+    from swell.generators.schedule import app_samples
+
+    apps, scale = app_samples(model, source)
+    if not spec.server_wait:
+        apps = [replace(a, rsp_wait=np.zeros(0)) for a in apps]
+    return apps, scale
 
 
 def offered_mbps(sched: Schedule, start_s: float = 0.0, end_s: float | None = None) -> float:
@@ -548,7 +564,6 @@ class SwingKind(TrafficKind):
 
         from swell.extract.model import load_model
         from swell.extract.variants import size_weights
-        from swell.generators.schedule import app_samples
 
         if self.model is None:
             raise SwellError("swing", "prepare() was not run")
@@ -556,7 +571,7 @@ class SwingKind(TrafficKind):
         if not pl.bg_clients or not pl.bg_servers:
             raise SwellError("swing", "needs background clients and servers in the topology")
         model = load_model(self.model)
-        apps, scale = app_samples(model, self.model)
+        apps, scale = spec_samples(self.s, model, self.model)
         asked = _asked_mbps(model)
         weights = size_weights(model.meta.get("variants", []))
         target = asked["forward"] * weights[0] + asked["reverse"] * weights[1] \

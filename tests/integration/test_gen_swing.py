@@ -80,6 +80,26 @@ def test_think_times_and_gaps_are_honoured(netns, tmp_path: Path) -> None:
     assert 0.3 <= by[1, 0]["start"] - rre0_end < 0.3 + tol  # think time between RREs
 
 
+def test_server_waits_are_honoured(netns, tmp_path: Path) -> None:
+    """A pair's server wait holds its response back by that long after the request
+    (the trace's server latency), in order behind a response still waiting; pairs
+    without a wait on the same server are answered at once."""
+    ns = netns.add("gen")
+    srv = "127.0.2.1:7003"
+    waited = Conn(srv, "tcp", "web-tcp", 0.0, ((100, 1000, 0.0), (12, 5000, 0.0)), (0.3, 0.2))
+    plain = Conn(srv, "tcp", "web-tcp", 0.0, ((100, 1000, 0.0), (100, 1000, 0.0)))
+    sessions = [Session(0, 0.0, "127.0.1.1", (Rre(0.0, (waited,)),)),
+                Session(1, 0.0, "127.0.1.2", (Rre(0.0, (plain,)),))]
+    gen, records = run_swing(ns, Schedule(1, 5.0, sessions), tmp_path)
+    assert verify_records(gen.sched, records) == []
+    by = {r["session"]: r for r in records}
+    took = by[0]["end"] - by[0]["start"]
+    assert 0.5 <= took < 0.5 + 0.05, took  # both waits, one after the other
+    assert by[1]["end"] - by[1]["start"] < 0.05  # no wait: loopback round trips only
+    first = json.loads((tmp_path / "sched.jsonl").read_text().splitlines()[1])
+    assert first["rres"][0]["conns"][0]["pairs"] == [[100, 1000, 0.0, 0.3], [12, 5000, 0.0, 0.2]]
+
+
 def test_sigterm_stops_cleanly_and_cuts_open_connections(netns, tmp_path: Path) -> None:
     ns = netns.add("gen")
     sessions = [Session(i, i * 0.01, "127.0.1.1",

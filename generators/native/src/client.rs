@@ -359,10 +359,10 @@ impl Runner {
             let Some(Some(c)) = self.conns.get(slot) else {
                 return;
             };
-            let (req, rsp, _) = self.spec(c.s, c.r, c.c).pairs[c.pair];
+            let p = self.spec(c.s, c.r, c.c).pairs[c.pair];
             let step = match c.phase {
-                Phase::Sending => self.send_some(slot, req as u64, rsp),
-                Phase::Receiving => self.recv_some(slot, rsp as u64),
+                Phase::Sending => self.send_some(slot, p.req as u64, p.rsp, p.wait),
+                Phase::Receiving => self.recv_some(slot, p.rsp as u64),
                 _ => return,
             };
             match step {
@@ -378,7 +378,7 @@ impl Runner {
         }
     }
 
-    fn send_some(&mut self, slot: usize, req: u64, rsp: u32) -> Step {
+    fn send_some(&mut self, slot: usize, req: u64, rsp: u32, wait: f64) -> Step {
         let now = mono_ns();
         let udp_timeout = self.udp_timeout;
         let dgram_max = {
@@ -388,17 +388,25 @@ impl Runner {
         let c = self.conns[slot].as_mut().unwrap();
         let res = match c.sock.as_mut().unwrap() {
             Sock::Tcp(t) => {
-                let mut hdr = [0u8; TCP_HDR];
+                let mut hdr = [0u8; TCP_HDR_WAIT];
                 put_u32(&mut hdr, 0, req as u32);
-                put_u32(&mut hdr, 4, rsp);
-                if c.sent < TCP_HDR as u64 {
+                let hlen = if wait > 0.0 {
+                    // the server's wait rides in the request (see util::TCP_WAIT_FLAG)
+                    put_u32(&mut hdr, 4, rsp | TCP_WAIT_FLAG);
+                    put_u32(&mut hdr, 8, (wait * 1e6).round() as u32);
+                    TCP_HDR_WAIT
+                } else {
+                    put_u32(&mut hdr, 4, rsp);
+                    TCP_HDR
+                };
+                if c.sent < hlen as u64 {
                     // The header and the start of the body in one write, so a
                     // request goes out as the trace's did: written alone (the
                     // socket has TCP_NODELAY) the header was a segment of its
                     // own, one more packet and server ACK per request.
-                    let body = (req - TCP_HDR as u64).min(ZEROS.len() as u64) as usize;
+                    let body = (req - hlen as u64).min(ZEROS.len() as u64) as usize;
                     let parts = [
-                        IoSlice::new(&hdr[c.sent as usize..]),
+                        IoSlice::new(&hdr[c.sent as usize..hlen]),
                         IoSlice::new(&ZEROS[..body]),
                     ];
                     t.write_vectored(&parts)
@@ -488,7 +496,7 @@ impl Runner {
     fn pair_done(&mut self, slot: usize) -> bool {
         let c = self.conns[slot].as_ref().unwrap();
         let pairs = &self.spec(c.s, c.r, c.c).pairs;
-        let think = pairs[c.pair].2;
+        let think = pairs[c.pair].think;
         let last = c.pair + 1 == pairs.len();
         let gen = c.gen;
         if last {
@@ -553,8 +561,8 @@ impl Runner {
 
     fn write_record(&mut self, c: &Conn, now: u64, err: Option<&str>) {
         let sp = self.spec(c.s, c.r, c.c);
-        let exp_tx: u64 = sp.pairs.iter().map(|p| p.0 as u64).sum();
-        let exp_rx: u64 = sp.pairs.iter().map(|p| p.1 as u64).sum();
+        let exp_tx: u64 = sp.pairs.iter().map(|p| p.req as u64).sum();
+        let exp_rx: u64 = sp.pairs.iter().map(|p| p.rsp as u64).sum();
         let local = c.local.map(|a| a.to_string()).unwrap_or_default();
         let proto = if sp.proto == Proto::Tcp { "tcp" } else { "udp" };
         let app = serde_json::to_string(&sp.app).unwrap_or_default();

@@ -4,11 +4,13 @@
 //!   {"format":"swell-schedule","version":1,"seed":1,"sessions":N,"duration_s":60.0,"meta":{..}}
 //!   {"id":0,"t":0.25,"client":"10.0.1.2","rres":[{"gap":0.0,"conns":[
 //!       {"server":"10.0.2.1:8080","proto":"tcp","app":"tcp/80","offset":0.0,
-//!        "pairs":[[req_bytes, rsp_bytes, think_after_s], ...]}]}]}
+//!        "pairs":[[req_bytes, rsp_bytes, think_after_s(, server_wait_s)], ...]}]}]}
 //! IPv6 addresses are written as text too (`"client":"fd00::1:2"`,
 //! `"server":"[fd00::2:1]:8080"`); a session's client and its servers share one family.
 //! `gap` is the idle time between the end of the previous RRE and this one;
-//! `offset` is a connection's start relative to its RRE's start. Unknown
+//! `offset` is a connection's start relative to its RRE's start; a pair's
+//! optional fourth number is the server's wait between the request's end and
+//! its response (absent: 0). Unknown
 //! fields are errors, so a misspelt key never goes unnoticed.
 
 use std::io::BufRead;
@@ -16,7 +18,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::Deserialize;
 
-use crate::util::{TCP_HDR, UDP_HDR};
+use crate::util::{TCP_HDR, TCP_HDR_WAIT, TCP_WAIT_FLAG, UDP_HDR};
 
 pub const FORMAT: &str = "swell-schedule";
 pub const VERSION: u32 = 1;
@@ -58,8 +60,39 @@ pub struct ConnSpec {
     pub proto: Proto,
     pub app: String,
     pub offset: f64,
-    pub pairs: Vec<(u32, u32, f64)>,
+    pub pairs: Vec<Pair>,
 }
+
+/// One request/response exchange: `[req, rsp, think]` or `[req, rsp, think, wait]`.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(from = "PairWire")]
+pub struct Pair {
+    pub req: u32,
+    pub rsp: u32,
+    /// client think time after the response, s
+    pub think: f64,
+    /// the server's wait between the request's end and its response, s
+    pub wait: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PairWire {
+    Wait(u32, u32, f64, f64),
+    Plain(u32, u32, f64),
+}
+
+impl From<PairWire> for Pair {
+    fn from(w: PairWire) -> Pair {
+        match w {
+            PairWire::Wait(req, rsp, think, wait) => Pair { req, rsp, think, wait },
+            PairWire::Plain(req, rsp, think) => Pair { req, rsp, think, wait: 0.0 },
+        }
+    }
+}
+
+/// Longest server wait a request header can carry (u32 microseconds).
+pub const MAX_WAIT_S: f64 = u32::MAX as f64 / 1e6;
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "lowercase")]
@@ -101,10 +134,25 @@ fn check_session(s: &Session, line: usize) -> Result<(), String> {
             if !(c.offset >= 0.0) || c.pairs.is_empty() {
                 return bad("a connection has a negative offset or no pairs".into());
             }
-            for &(req, _rsp, think) in &c.pairs {
-                if req < min || !(think >= 0.0) {
+            for p in &c.pairs {
+                let min = if p.wait > 0.0 && c.proto == Proto::Tcp {
+                    TCP_HDR_WAIT as u32
+                } else {
+                    min
+                };
+                if p.req < min || !(p.think >= 0.0) {
                     return bad(format!(
-                        "request of {req} bytes (< {min}) or negative think"
+                        "request of {} bytes (< {min}) or negative think",
+                        p.req
+                    ));
+                }
+                if !(p.wait >= 0.0 && p.wait <= MAX_WAIT_S) || p.rsp & TCP_WAIT_FLAG != 0 {
+                    return bad(format!(
+                        "server wait {} s outside 0..{MAX_WAIT_S:.0} s or response of {} bytes \
+                         (at most {})",
+                        p.wait,
+                        p.rsp,
+                        TCP_WAIT_FLAG - 1
                     ));
                 }
             }

@@ -5,11 +5,17 @@
 //! with an 8-byte header (u32 total request bytes, u32 response bytes); once
 //! the whole request is read the server writes exactly that many response
 //! bytes. Requests are parsed as a byte stream, so back-to-back requests work.
+//! A request whose response word has `TCP_WAIT_FLAG` set carries the server's
+//! wait (u32 microseconds) in its next 4 bytes: its response is queued until
+//! the request's end plus the wait (the trace's server-side latency), in order
+//! behind any response still waiting; a heap of due times wakes the loop.
 //! UDP: a request datagram carries a 24-byte header; the datagram that
 //! completes the request (offset + length == total) triggers the response,
 //! sent as datagrams of at most 1472 bytes (1452 over IPv6). Prints `READY` once every socket
 //! is bound; SIGTERM stops it and prints a JSON summary line.
 
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 
@@ -25,7 +31,16 @@ struct SrvConn {
     body_left: u64,
     rsp: u64,
     pending: u64,
+    /// the request being read carries a wait: its first body bytes are the wait
+    wait_flag: bool,
+    wait_got: usize,
+    wait_buf: [u8; 4],
+    /// responses waiting for their due time (monotonic ns), in request order
+    waiting: VecDeque<(u64, u64)>,
 }
+
+/// Due times of waiting responses: (due ns, connection slot).
+type Wakeups = BinaryHeap<Reverse<(u64, usize)>>;
 
 enum Listener {
     Tcp(TcpListener),
@@ -96,12 +111,39 @@ fn event_loop(poll: &mut Poll, listeners: &mut [Listener]) -> Result<Stats, Stri
     let mut free: Vec<usize> = Vec::new();
     let mut stats = Stats::default();
     let mut buf = vec![0u8; 65536];
+    let mut wake: Wakeups = BinaryHeap::new();
     while !stopped() {
-        if let Err(e) = poll.poll(&mut events, Some(std::time::Duration::from_millis(100))) {
+        let mut timeout = std::time::Duration::from_millis(100);
+        if let Some(Reverse((due, _))) = wake.peek() {
+            let now = mono_ns();
+            timeout = timeout.min(std::time::Duration::from_nanos(due.saturating_sub(now)));
+        }
+        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(e.to_string());
+        }
+        let now = mono_ns();
+        while let Some(&Reverse((due, slot))) = wake.peek() {
+            if due > now {
+                break;
+            }
+            wake.pop();
+            // a stale entry (the slot closed or reused) releases nothing not yet due
+            let alive = match conns.get_mut(slot).and_then(|c| c.as_mut()) {
+                Some(c) => {
+                    release_due(c, now);
+                    drive(c, &mut buf, &mut stats, slot, &mut wake)
+                }
+                None => continue,
+            };
+            if !alive {
+                if let Some(mut c) = conns[slot].take() {
+                    let _ = poll.registry().deregister(&mut c.stream);
+                }
+                free.push(slot);
+            }
         }
         for ev in events.iter() {
             let t = ev.token().0;
@@ -114,7 +156,7 @@ fn event_loop(poll: &mut Poll, listeners: &mut [Listener]) -> Result<Stats, Stri
             }
             let slot = t - CONN_BASE;
             let alive = match conns[slot].as_mut() {
-                Some(c) => drive(c, &mut buf, &mut stats),
+                Some(c) => drive(c, &mut buf, &mut stats, slot, &mut wake),
                 None => continue,
             };
             if !alive {
@@ -161,6 +203,10 @@ fn accept_all(
                     body_left: 0,
                     rsp: 0,
                     pending: 0,
+                    wait_flag: false,
+                    wait_got: 0,
+                    wait_buf: [0; 4],
+                    waiting: VecDeque::new(),
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
@@ -173,8 +219,15 @@ fn accept_all(
     }
 }
 
-/// Consume request bytes; each completed request adds its response to `pending`.
-fn consume(c: &mut SrvConn, mut data: &[u8], stats: &mut Stats) {
+/// Consume request bytes; each completed request adds its response to `pending`,
+/// or, when it carries a wait, queues it until its due time (`wake` gets the time).
+fn consume(
+    c: &mut SrvConn,
+    mut data: &[u8],
+    stats: &mut Stats,
+    slot: usize,
+    wake: &mut Wakeups,
+) {
     while !data.is_empty() {
         if c.body_left == 0 {
             let take = (TCP_HDR - c.hdr_got).min(data.len());
@@ -186,26 +239,70 @@ fn consume(c: &mut SrvConn, mut data: &[u8], stats: &mut Stats) {
             }
             c.hdr_got = 0;
             let total = u32_at(&c.hdr, 0) as u64;
-            c.rsp = u32_at(&c.hdr, 4) as u64;
+            let word = u32_at(&c.hdr, 4);
+            c.wait_flag = word & TCP_WAIT_FLAG != 0;
+            c.wait_got = 0;
+            c.rsp = (word & !TCP_WAIT_FLAG) as u64;
             c.body_left = total.saturating_sub(TCP_HDR as u64);
             if c.body_left == 0 {
-                c.pending += c.rsp;
-                stats.requests += 1;
+                c.wait_flag = false; // a wait with no room for it: answered at once
+                request_done(c, stats, slot, wake);
             }
         } else {
             let take = (c.body_left as usize).min(data.len());
+            if c.wait_flag && c.wait_got < 4 {
+                let k = take.min(4 - c.wait_got);
+                c.wait_buf[c.wait_got..c.wait_got + k].copy_from_slice(&data[..k]);
+                c.wait_got += k;
+            }
             c.body_left -= take as u64;
             data = &data[take..];
             if c.body_left == 0 {
-                c.pending += c.rsp;
-                stats.requests += 1;
+                request_done(c, stats, slot, wake);
             }
         }
     }
 }
 
+/// A whole request was read: owe its response now or after its wait.
+fn request_done(c: &mut SrvConn, stats: &mut Stats, slot: usize, wake: &mut Wakeups) {
+    stats.requests += 1;
+    let wait_us = if c.wait_flag && c.wait_got == 4 {
+        u32_at(&c.wait_buf, 0) as u64
+    } else {
+        0
+    };
+    c.wait_flag = false;
+    if wait_us == 0 && c.waiting.is_empty() {
+        c.pending += c.rsp;
+        return;
+    }
+    let due = mono_ns() + wait_us * 1000;
+    // in order behind a response still waiting (a later due never overtakes it)
+    let due = c.waiting.back().map_or(due, |&(d, _)| due.max(d));
+    c.waiting.push_back((due, c.rsp));
+    wake.push(Reverse((due, slot)));
+}
+
+/// Move the responses whose time has come to `pending`.
+fn release_due(c: &mut SrvConn, now: u64) {
+    while let Some(&(due, rsp)) = c.waiting.front() {
+        if due > now {
+            break;
+        }
+        c.pending += rsp;
+        c.waiting.pop_front();
+    }
+}
+
 /// Read what is there, write what is owed; false when the connection is finished.
-fn drive(c: &mut SrvConn, buf: &mut [u8], stats: &mut Stats) -> bool {
+fn drive(
+    c: &mut SrvConn,
+    buf: &mut [u8],
+    stats: &mut Stats,
+    slot: usize,
+    wake: &mut Wakeups,
+) -> bool {
     let mut eof = false;
     let mut got = false;
     loop {
@@ -217,7 +314,7 @@ fn drive(c: &mut SrvConn, buf: &mut [u8], stats: &mut Stats) -> bool {
             Ok(n) => {
                 got = true;
                 stats.bytes_in += n as u64;
-                consume(c, &buf[..n], stats);
+                consume(c, &buf[..n], stats, slot, wake);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

@@ -9,6 +9,11 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 /// TCP request header: u32 total request bytes (header included), u32 response bytes.
 pub const TCP_HDR: usize = 8;
+/// Set in the header's response word when the server is to wait before responding:
+/// the request's next 4 bytes (counted in its total) are the wait in microseconds.
+pub const TCP_WAIT_FLAG: u32 = 0x8000_0000;
+/// The header of a request that carries a server wait: 8 bytes and the u32 wait.
+pub const TCP_HDR_WAIT: usize = 12;
 /// UDP request datagram header: magic, conn, pair, req_total, offset, rsp_total (u32 each).
 pub const UDP_HDR: usize = 24;
 pub const UDP_MAGIC: u32 = 0x5357_4c55; // "SWLU"

@@ -1,0 +1,177 @@
+"""Per-application empirical samples of a Swing model, as a schedule draws them.
+
+:class:`AppSamples` holds one application's samples (seconds, bytes): the pooled
+per-parameter samples Swing draws one by one, and the optional joint RRE sample,
+whole sessions and servers' waits that the other draws use. :func:`app_samples`
+and :func:`load_app_samples` read them from a model (through
+``swell.extract.model.load_model``: format version and validation);
+:func:`apps_for_draw` leaves out what a draw (``independent``, ``joint``,
+``session``) does not use. Drawing itself is :mod:`swell.generators.schedule`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from swell.errors import SwellError
+
+if TYPE_CHECKING:
+    from swell.extract.model import SwingModel
+
+RRE_DRAWS = ("independent", "joint", "session")
+
+
+@dataclass
+class AppSamples:
+    """Empirical samples of one application's Swing parameters (seconds, bytes)."""
+
+    name: str
+    proto: str  # "tcp" | "udp"
+    port: int
+    session_starts: np.ndarray  # session start times in the trace, seconds from its start
+    trace_duration_s: float
+    num_rre: np.ndarray
+    inter_rre: np.ndarray
+    num_conn: np.ndarray
+    inter_conn: np.ndarray
+    num_pairs: np.ndarray
+    req_size: np.ndarray
+    rsp_size: np.ndarray
+    req_think: np.ndarray
+    rre_server: np.ndarray = field(default_factory=lambda: np.zeros(0))  # server index per RRE
+    # the joint RRE sample (empty: a model without it, the independent draw): connections
+    # per RRE, and per connection in RRE order its offset (s) and its pair count
+    rre_conns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rre_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    rre_pairs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # the trace's sessions whole (empty: a model without them): RREs per session (those of
+    # the joint sample, in order), the gap before each RRE but a session's first, and per
+    # pair of the joint sample's connections in order its request, response and think time
+    sess_rres: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    sess_gaps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    pair_req: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    pair_rsp: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    pair_think: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # the servers' waits before a response (rspWait; empty: a model without them, none),
+    # drawn per TCP pair with their own generator (wait_rng, set by build_schedule), so
+    # the rest of a schedule is drawn as without them
+    rsp_wait: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    wait_rng: np.random.Generator | None = field(default=None, repr=False, compare=False)
+
+    _rre_start: np.ndarray = field(init=False, repr=False, compare=False)
+    _sess_start: np.ndarray = field(init=False, repr=False, compare=False)
+    _pair_start: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._rre_start = np.r_[0, np.cumsum(np.asarray(self.rre_conns, dtype=np.int64))]
+        if self.joint and (self._rre_start[-1] != len(self.rre_offsets)
+                           or len(self.rre_offsets) != len(self.rre_pairs)):
+            raise SwellError(self.name, "the joint RRE sample's arrays do not agree")
+        self._sess_start = np.r_[0, np.cumsum(np.asarray(self.sess_rres, dtype=np.int64))]
+        self._pair_start = np.r_[0, np.cumsum(np.asarray(self.rre_pairs, dtype=np.int64))]
+        if self.whole and (not self.joint or self._sess_start[-1] != self.rre_conns.size
+                           or len(self.sess_gaps) != self.rre_conns.size - self.sess_rres.size
+                           or not len(self.pair_req) == len(self.pair_rsp)
+                           == len(self.pair_think) == self._pair_start[-1]):
+            raise SwellError(self.name, "the whole sessions' arrays do not agree")
+
+    @property
+    def whole(self) -> bool:
+        """Whether sessions are drawn whole (the model has the trace's sessions)."""
+        return self.sess_rres.size > 0
+
+    @property
+    def joint(self) -> bool:
+        """Whether RREs are drawn whole (the model has the joint RRE sample)."""
+        return self.rre_conns.size > 0
+
+    def rre_shape(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k``-th RRE of the joint sample: its connections' offsets and pair counts."""
+        a, b = int(self._rre_start[k]), int(self._rre_start[k + 1])
+        return self.rre_offsets[a:b], self.rre_pairs[a:b]
+
+    def check(self) -> None:
+        for name in ("num_rre", "num_conn", "num_pairs", "req_size", "rsp_size"):
+            if np.asarray(getattr(self, name)).size == 0:
+                raise SwellError(self.name, f"no samples of {name}")
+        if self.session_starts.size == 0:
+            raise SwellError(self.name, "no sessions in the model")
+
+
+MODEL_PARAMS = {  # AppSamples field -> Swing model parameter (swell.extract.sessions.APP_PARAMS)
+    "num_rre": "numRRE", "inter_rre": "interRRE", "num_conn": "numConn",
+    "inter_conn": "interConn", "num_pairs": "numPairs", "req_size": "reqSize",
+    "rsp_size": "rspSize", "req_think": "reqThink", "rre_server": "rreServer",
+}
+JOINT_FIELDS = {"rre_conns": "rreConns", "rre_offsets": "rreOffsets", "rre_pairs": "rrePairs"}
+SESSION_FIELDS = {"sess_rres": "sessRres", "sess_gaps": "sessGaps", "pair_req": "pairReq",
+                  "pair_rsp": "pairRsp", "pair_think": "pairThink"}
+
+
+def _session_fields(model: Any, name: str) -> dict[str, np.ndarray]:
+    """An application's whole sessions (the size and think-time variants are already
+    in them: :mod:`swell.extract.variants` applies them where it applies them to the
+    pooled samples)."""
+    return {k: np.asarray(model.samples(name, p), dtype=np.int64 if k in (
+        "sess_rres", "pair_req", "pair_rsp") else float) for k, p in SESSION_FIELDS.items()}
+
+
+def apps_for_draw(apps: list[AppSamples], rre_draw: str) -> list[AppSamples]:
+    """The applications' samples with what ``rre_draw`` does not use left out: the
+    whole sessions unless ``session``, the joint RRE sample too when ``independent``
+    (in that order: the sessions' arrays index the joint sample)."""
+    if rre_draw not in RRE_DRAWS:
+        raise SwellError("rre_draw", f"unknown draw {rre_draw!r} ({' or '.join(RRE_DRAWS)})")
+    if rre_draw != "session":
+        apps = [replace(a, sess_rres=np.zeros(0, dtype=np.int64)) for a in apps]
+    if rre_draw == "independent":
+        apps = [replace(a, rre_conns=np.zeros(0, dtype=np.int64)) for a in apps]
+    return apps
+
+
+def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,
+                     apps: list[str] | None = None) -> tuple[list[AppSamples], float]:
+    """Per-application samples of a Swing model directory, and its rate scale.
+
+    Reads through ``swell.extract.model.load_model`` (format version check and
+    validation). An application's port is the model's ``server_port`` for it
+    (else ``base_port + index``); its transport is the model's ``transport``.
+    The rate scale is the model's ``rate_scale`` (set by the ``--scale``
+    variant, which leaves ``sessionStart`` as in the trace).
+    """
+    from swell.extract.model import load_model
+
+    return app_samples(load_model(model_dir), model_dir, base_port, apps)
+
+
+def app_samples(model: SwingModel, source: str | os.PathLike[str], base_port: int = 5000,
+                apps: list[str] | None = None) -> tuple[list[AppSamples], float]:
+    """:func:`load_app_samples` of a model already loaded (``source`` names it in errors)."""
+    names = [a for a in model.apps if apps is None or a in apps]
+    if apps is not None and (unknown := sorted(set(apps) - set(model.apps))):
+        raise SwellError(source, f"no application(s) {', '.join(unknown)} in the model "
+                                    f"(it has {', '.join(model.apps)})")
+    out = []
+    for i, name in enumerate(names):
+        info = model.app_info(name)
+        port = info.get("server_port")
+        port = int(port) if isinstance(port, int) and 0 < port < 65536 else base_port + i
+        proto = str(info.get("transport", "udp" if name.endswith("udp") else "tcp"))
+        fields = {f: np.asarray(model.samples(name, p), dtype=float)
+                  for f, p in MODEL_PARAMS.items()}
+        if model.rre_draw(name) == "joint":  # else: written before it, the independent draw
+            fields |= {f: np.asarray(model.samples(name, p), dtype=float if f == "rre_offsets"
+                                     else np.int64) for f, p in JOINT_FIELDS.items()}
+        if model.has_sessions(name):  # else: written before them, rre_draw=session falls back
+            fields |= _session_fields(model, name)
+        if f"app/{name}/rspWait" in model.arrays:  # else: written before them, no waits
+            fields["rsp_wait"] = np.asarray(model.samples(name, "rspWait"), dtype=float)
+        out.append(AppSamples(name, proto, port, np.sort(model.samples(name, "sessionStart")),
+                              max(model.duration_s, 1e-3), **fields))
+    if not out:
+        raise SwellError(source, "the model has no applications")
+    return out, float(model.meta.get("rate_scale", 1.0))
