@@ -88,13 +88,9 @@ class PairTimes:
 
     start: float
     req_end: float
+    rsp_start: float
     rsp_end: float
     end: float
-    rsp_start: float = -1.0  # -1: no wait, the response starts at req_end
-
-    def __post_init__(self) -> None:
-        if self.rsp_start < 0:
-            object.__setattr__(self, "rsp_start", self.req_end)
 
 
 def pair_times(conn: Any, start: float, path: PathEstimate) -> tuple[list[PairTimes], float]:
@@ -106,7 +102,7 @@ def pair_times(conn: Any, start: float, path: PathEstimate) -> tuple[list[PairTi
     for (req, rsp, think), wait in zip(conn.pairs, waits, strict=True):
         q = e + transfer_s(req, path)
         r = q + wait + transfer_s(rsp, path)
-        out.append(PairTimes(e, q, r, r + think, q + wait))
+        out.append(PairTimes(e, q, q + wait, r, r + think))
         e = r + think
     return out, e + path.rtt_s / 2
 
