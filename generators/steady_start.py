@@ -71,10 +71,11 @@ def _left(nbytes: int, a: float, b: float, at: float) -> int:
     return int(round(nbytes * min(1.0, max(0.0, (b - at) / (b - a)))))
 
 
-def _pairs_left(conn: Any, pairs: list[PairTimes], at: float, min_req: int
+def _pairs_left(conn: Any, pairs: list[PairTimes], at: float, min_req: int, wait_req: int
                 ) -> tuple[tuple[tuple[int, int, float], ...], tuple[float, ...], float]:
     """The pairs of a connection under way at ``at`` still to move, their server waits,
-    and when the first of them starts (``at`` when one is under way)."""
+    and when the first of them starts (``at`` when one is under way). A request cut
+    short keeps at least ``min_req`` bytes, or ``wait_req`` when it carries a wait."""
     kept: list[tuple[int, int, float]] = []
     waits: list[float] = []
     first = None
@@ -87,10 +88,11 @@ def _pairs_left(conn: Any, pairs: list[PairTimes], at: float, min_req: int
             first = p.start if first is None else first
             continue
         if at < p.req_end:  # the request under way
-            kept.append((max(min_req, _left(req, p.start, p.req_end, at)), rsp, think))
+            least = wait_req if wait > 0 else min_req
+            kept.append((max(least, _left(req, p.start, p.req_end, at)), rsp, think))
             waits.append(wait)
         elif at < p.rsp_start:  # the server waiting: the rest of its wait
-            kept.append((min_req, rsp, think))
+            kept.append((wait_req, rsp, think))
             waits.append(round(p.rsp_start - at, 6))
         else:  # the response under way
             kept.append((min_req, _left(rsp, p.rsp_start, p.rsp_end, at), think))
@@ -100,10 +102,11 @@ def _pairs_left(conn: Any, pairs: list[PairTimes], at: float, min_req: int
 
 
 def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: float = 0.0,
-              wait_req: int = 12) -> Any | None:
+              *, wait_req: int) -> Any | None:
     """What of ``session`` (arriving before ``at``) is estimated to move after ``at``, as
-    a session arriving at or after ``at`` (None: all of it moved before); a request
-    left with a server wait is at least ``wait_req`` bytes (swell-gen's header)."""
+    a session arriving at or after ``at`` (None: all of it moved before). A request cut
+    short keeps at least ``min_req[proto]`` bytes, ``wait_req`` (the schedule's
+    ``WAIT_MIN_REQ``: swell-gen's header and the wait) when it carries a server wait."""
     rres = list(session.rres)
     times = rre_times(session, session.t, path)
     for i, (rre, (start, conns)) in enumerate(zip(rres, times, strict=True)):
@@ -120,11 +123,8 @@ def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: 
             if c0 >= at:
                 kept.append(replace(c, offset=round(c0 - at, 9)))
                 continue
-            left, waits, first = _pairs_left(c, pairs, at, min_req[c.proto])
+            left, waits, first = _pairs_left(c, pairs, at, min_req[c.proto], wait_req)
             if left:
-                if any(waits):  # a request that carries a wait is at least wait_req bytes
-                    left = tuple((max(q, wait_req), a, k) if w > 0 else (q, a, k)
-                                 for (q, a, k), w in zip(left, waits, strict=True))
                 kept.append(replace(c, offset=round(first - at, 9), pairs=left,
                                     waits=waits if any(waits) else ()))
         if kept:  # the session restarts when its first kept connection opens

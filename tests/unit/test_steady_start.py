@@ -9,7 +9,15 @@ import pytest
 
 from swell.analysis.swing_window import PathEstimate, conn_spans, share_in, spans
 from swell.generators import steady_start
-from swell.generators.schedule import MIN_REQ, AppSamples, Conn, Rre, Session, build_schedule
+from swell.generators.schedule import (
+    MIN_REQ,
+    WAIT_MIN_REQ,
+    AppSamples,
+    Conn,
+    Rre,
+    Session,
+    build_schedule,
+)
 
 PATH = PathEstimate(0.1, 8e6)  # 100 ms, 1 MB/s
 CLIENTS = [f"10.0.1.{i}" for i in range(1, 21)]
@@ -29,7 +37,7 @@ def test_a_response_under_way_keeps_what_is_left_to_move() -> None:
     s = Session(0, -1.0, "", (Rre(0.0, (big, later)), nxt))
     (a, b, _), *_ = conn_spans(s, s.t, PATH)
     assert a == -1.0 and b > 0.5
-    cut = steady_start.remaining(s, PATH, MIN_REQ)
+    cut = steady_start.remaining(s, PATH, MIN_REQ, wait_req=WAIT_MIN_REQ)
     assert cut is not None and cut.t == 0.0
     first, second = cut.rres
     kept_big, kept_later = first.conns
@@ -47,17 +55,17 @@ def test_a_response_under_way_keeps_what_is_left_to_move() -> None:
 
 def test_a_finished_session_is_dropped_and_a_future_rre_starts_the_session() -> None:
     short = Session(0, -5.0, "", (Rre(0.0, (conn(((300, 1000, 0.0),)),)),))
-    assert steady_start.remaining(short, PATH, MIN_REQ) is None
+    assert steady_start.remaining(short, PATH, MIN_REQ, wait_req=WAIT_MIN_REQ) is None
     # first RRE done before 0, the second starts its 3 s gap after: at about -1.8 + 3
     s = Session(0, -2.0, "", (Rre(0.0, (conn(((300, 1000, 0.0),)),)),
                               Rre(3.0, (conn(((300, 1000, 0.0),)),))))
-    cut = steady_start.remaining(s, PATH, MIN_REQ)
+    cut = steady_start.remaining(s, PATH, MIN_REQ, wait_req=WAIT_MIN_REQ)
     assert cut is not None and len(cut.rres) == 1 and cut.rres[0].gap == 0.0
     assert cut.t == pytest.approx(conn_spans(s, s.t, PATH)[1][0])
     assert 0.9 < cut.t < 1.3
     # a pair in its think time at 0 is dropped; the next pair opens when it would start
     thinking = Session(0, -1.0, "", (Rre(0.0, (conn(((300, 1000, 2.0), (300, 1000, 0.0))),)),))
-    cut = steady_start.remaining(thinking, PATH, MIN_REQ)
+    cut = steady_start.remaining(thinking, PATH, MIN_REQ, wait_req=WAIT_MIN_REQ)
     assert cut is not None and cut.rres[0].conns[0].pairs == ((300, 1000, 0.0),)
     assert 0.5 < cut.t < 1.5 and cut.rres[0].conns[0].offset == 0.0
 
