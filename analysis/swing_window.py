@@ -42,14 +42,18 @@ class _Session(Protocol):
 
 @dataclass(frozen=True)
 class PathEstimate:
-    """The one path the estimate assumes: round trip (s) and rate (bit/s)."""
+    """The one path the estimate assumes: round trip (s) and rate (bit/s); and the share
+    of each request's bytes it times (``req_weight``: 1, or a variant's request factor
+    undone, so that two draws whose requests differ only by that factor are timed alike
+    and draw the same sessions: Figure 13's Rev1 and Rev10, ``size_weights``)."""
 
     rtt_s: float
     rate_bps: float
+    req_weight: float = 1.0
 
     def __post_init__(self) -> None:
-        if not (self.rtt_s >= 0 and self.rate_bps > 0):
-            raise ValueError(f"path needs rtt >= 0 and rate > 0, not {self}")
+        if not (self.rtt_s >= 0 and self.rate_bps > 0 and self.req_weight > 0):
+            raise ValueError(f"path needs rtt >= 0, rate > 0 and req_weight > 0, not {self}")
 
 
 def path_estimate(client_delays_ms: Iterable[float], server_delays_ms: Iterable[float],
@@ -100,7 +104,7 @@ def pair_times(conn: Any, start: float, path: PathEstimate) -> tuple[list[PairTi
     out = []
     waits = getattr(conn, "pair_waits", None) or (0.0,) * len(conn.pairs)
     for (req, rsp, think), wait in zip(conn.pairs, waits, strict=True):
-        q = e + transfer_s(req, path)
+        q = e + transfer_s(round(req * path.req_weight), path)
         r = q + wait + transfer_s(rsp, path)
         out.append(PairTimes(e, q, q + wait, r, r + think))
         e = r + think

@@ -482,6 +482,9 @@ def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: fl
     window's bytes as they are estimated to move, with the warm-up and the lead-in at
     the window's session rate (a count by each connection's earliest start offered 1-2x
     the target in short windows and moved less: docs/scale.md, sections 8 and 9).
+    With ``size_weights`` the estimate times each request at its weighted size too
+    (:attr:`PathEstimate.req_weight`), so a request factor changes no session's
+    placement, count or cut: only the bytes its requests carry.
     """
     expected = np.array([process.expected(a, duration_s, scale) for a in apps])
     drawn: list[Session] = []
@@ -493,6 +496,8 @@ def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: fl
         k = int(r.choice(len(apps), p=weights))
         return _draw_session(apps[k], 0.0, "", n_servers, r, {"raised_requests": 0})
 
+    if size_weights[0] != 1.0:  # time requests at their size before a variant's factor
+        path = replace(path, req_weight=size_weights[0])
     lead = steady_start.lead_in_s(one, rng, path)
     before = np.array([trace_rate(a) * scale * lead for a in apps])  # mean starts in the lead-in
     own = getattr(process, "steady", False)  # the process itself runs before 0
@@ -533,7 +538,9 @@ def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: fl
     counts["steady_start"] = {"lead_in_s": round(lead, 3), "lead_in_sessions": len(early),
                               "sessions_under_way": len(carried),
                               "path": {"rtt_s": round(path.rtt_s, 6),
-                                       "rate_mbps": round(path.rate_bps / 1e6, 3)}}
+                                       "rate_mbps": round(path.rate_bps / 1e6, 3),
+                                       **({"req_weight": path.req_weight}
+                                          if path.req_weight != 1.0 else {})}}
     drawn.sort(key=lambda s: s.t)
     return drawn
 

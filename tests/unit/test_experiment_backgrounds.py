@@ -182,15 +182,18 @@ def test_delivery_problems():
     assert len(problems) == 1 and "9 connections cut" in problems[0]
 
 
-def test_a_size_factor_after_the_target_leaves_the_draw_alone(tmp_path):
+@pytest.mark.parametrize("start", ["steady", "empty"])
+def test_a_size_factor_after_the_target_leaves_the_draw_alone(tmp_path, start):
     """Figure 13's two backgrounds (target 10 Mbit/s, requests x1.6 and x16) with one
-    seed draw the same sessions at the same times with the same responses: the target
-    counts requests at their size before the factor (``size_weights``). Counted at their
-    scaled size, the heavier requests reach the budget sooner and the draws part. (With
-    the steady start, the sessions carried in from before the run are cut where their own
-    transfers, heavier requests included, are estimated to be: ``start="empty"`` here.)"""
+    seed draw the same sessions at the same times with the same responses and servers'
+    waits: the target counts requests at their size before the factor (``size_weights``)
+    and, with the steady start, the transfer-time estimate times them so too
+    (``PathEstimate.req_weight``: the lead-in, the window's count and the cut of the
+    sessions carried in are those of the unscaled requests). Counted at their scaled size,
+    the heavier requests reach the budget sooner and the draws part."""
     from swell.extract.model import load_model
     from swell.extract.variants import size_weights
+    from swell.generators.schedule import WAIT_MIN_REQ
 
     base = save_model(extract_model(DATA / "example.pcap", label="test"), tmp_path / "base")
     rev = {k: apply_variant(base, VariantSpec(target_mbps=10.0, req=k), tmp_path)
@@ -205,18 +208,21 @@ def test_a_size_factor_after_the_target_leaves_the_draw_alone(tmp_path):
             apps, scale = load_app_samples(m)
             got[k] = swing_schedule(apps, CLIENTS[:40], servers, 30.0, seed, scale, 10.0,
                                     window_start_s=5.0, target_weights=weights[k],
-                                    start="empty")
+                                    start=start)
             meta = load_model(m).meta  # the model's mean load, both ways (what was asked)
             asked = 8e-6 * float(meta.get("rate_scale", 1.0)) / load_model(m).duration_s * sum(
                 a["bytes_c2s"] + a["bytes_s2c"] for a in meta["apps"].values())
             plain[k] = swing_schedule(apps, CLIENTS[:40], servers, 30.0, seed, scale, asked,
-                                      window_start_s=5.0, start="empty")
+                                      window_start_s=5.0, start=start)
         a, b = got[1.6].sessions, got[16.0].sessions
         assert [s.t for s in a] == [s.t for s in b]
         conns = [(x, y) for sa, sb in zip(a, b, strict=True)
                  for ra, rb in zip(sa.rres, sb.rres, strict=True)
                  for x, y in zip(ra.conns, rb.conns, strict=True)]
         assert all([p[1:] for p in x.pairs] == [p[1:] for p in y.pairs] for x, y in conns)
+        assert all(w == v for x, y in conns for p, w, v in zip(x.pairs, x.pair_waits,
+                                                               y.pair_waits, strict=True)
+                   if p[0] >= WAIT_MIN_REQ)  # a smaller request carries no wait
         # the hosts are mapped by the load they carry, requests included (hostmap)
         same = np.mean([sa.client == sb.client for sa, sb in zip(a, b, strict=True)]
                        + [x.server == y.server for x, y in conns])
@@ -226,6 +232,6 @@ def test_a_size_factor_after_the_target_leaves_the_draw_alone(tmp_path):
         big = req[:, 0] >= 100
         assert np.allclose(req[big, 1] / req[big, 0], 10.0, rtol=0.01)
         fwd = {k: offered_by_direction(s, 5.0) for k, s in got.items()}
-        assert fwd[1.6]["reverse"] == fwd[16.0]["reverse"]  # the downloads' direction
+        assert fwd[1.6]["reverse"] == pytest.approx(fwd[16.0]["reverse"], rel=1e-6)
         parted += [s.t for s in plain[1.6].sessions] != [s.t for s in plain[16.0].sessions]
-    assert parted == 1  # seed 2 (seeded draws: a fixed fact of this model)
+    assert parted >= 1  # without the weights the draws part (seed 2 with the empty start)

@@ -61,3 +61,19 @@ def test_the_path_is_the_median_host_and_the_slowest_known_rate():
     assert path_estimate([], [], [None]).rate_bps > 1e9  # nothing known: no limit
     with pytest.raises(ValueError):
         PathEstimate(0.1, 0.0)
+
+
+def test_a_request_weight_times_requests_at_their_weighted_size():
+    """``req_weight`` (a variant's request factor undone) times a request at that share
+    of its bytes; responses and the bytes counted are unchanged."""
+    plain, weighted = PathEstimate(0.1, 8e6), PathEstimate(0.1, 8e6, req_weight=1 / 16)
+    big = Session(0, 0.0, "", (Rre(0.0, (Conn("1:80", "tcp", "http", 0.0,
+                                              ((160_000, 50_000, 0.0),)),)),))
+    small = Session(0, 0.0, "", (Rre(0.0, (Conn("1:80", "tcp", "http", 0.0,
+                                                ((10_000, 50_000, 0.0),)),)),))
+    (_, end_w, n_w), = spans(big, 0.0, weighted)
+    (_, end_s, _), = spans(small, 0.0, plain)
+    (_, end_p, _), = spans(big, 0.0, plain)
+    assert end_w == pytest.approx(end_s) and end_p > end_w + 0.1 and n_w == 210_000
+    with pytest.raises(ValueError):
+        PathEstimate(0.1, 8e6, req_weight=0.0)
