@@ -28,7 +28,7 @@ that predicted 60 s windows within 2.4%.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,6 +54,18 @@ class PathEstimate:
     def __post_init__(self) -> None:
         if not (self.rtt_s >= 0 and self.rate_bps > 0 and self.req_weight > 0):
             raise ValueError(f"path needs rtt >= 0, rate > 0 and req_weight > 0, not {self}")
+
+    def to_meta(self) -> dict[str, float]:
+        """The form a schedule records (``meta["steady_start"]["path"]``): rate in
+        Mbit/s, ``req_weight`` only when it is not 1."""
+        out = {"rtt_s": round(self.rtt_s, 6), "rate_mbps": round(self.rate_bps / 1e6, 3)}
+        return out | ({"req_weight": self.req_weight} if self.req_weight != 1.0 else {})
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> PathEstimate:
+        """The path of :meth:`to_meta`'s form (older schedules have no ``req_weight``)."""
+        return cls(float(meta["rtt_s"]), float(meta["rate_mbps"]) * 1e6,
+                   float(meta.get("req_weight", 1.0)))
 
 
 def path_estimate(client_delays_ms: Iterable[float], server_delays_ms: Iterable[float],

@@ -537,10 +537,7 @@ def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: fl
     drawn = [s for s in drawn if s.t >= 0] + carried
     counts["steady_start"] = {"lead_in_s": round(lead, 3), "lead_in_sessions": len(early),
                               "sessions_under_way": len(carried),
-                              "path": {"rtt_s": round(path.rtt_s, 6),
-                                       "rate_mbps": round(path.rate_bps / 1e6, 3),
-                                       **({"req_weight": path.req_weight}
-                                          if path.req_weight != 1.0 else {})}}
+                              "path": path.to_meta()}
     drawn.sort(key=lambda s: s.t)
     return drawn
 

@@ -59,8 +59,7 @@ def offered_by_direction(sched: Schedule, start_s: float, end_s: float | None = 
     end = sched.duration_s if end_s is None else end_s
     path = sched.meta.get("steady_start", {}).get("path")
     if path:
-        est = PathEstimate(float(path["rtt_s"]), float(path["rate_mbps"]) * 1e6,
-                           float(path.get("req_weight", 1.0)))
+        est = PathEstimate.from_meta(path)
         q = a = 0.0
         for sess in sched.sessions:
             for s0, s1, c in conn_spans(sess, sess.t, est):
