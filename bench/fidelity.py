@@ -170,6 +170,7 @@ CC = "reno"  # --cc: TCP congestion control in every namespace (swell run's defa
 RRE_DRAW = "independent"  # --rre-draw joint: each RRE drawn whole (docs/scale.md 7.2)
 START = "steady"  # --start empty: every session arrives in the run (before 2026-11-30)
 SERVER_WAIT = True  # --no-server-wait: responses leave at once (before 2026-11-30 noon)
+SERVER_MATCH = "delay"  # --server-match none: hosts in any order (before 2026-11-30 evening)
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
 CAP_SCALE = 1.0  # --capacity-scale: every access link's capacity times this
@@ -210,7 +211,8 @@ def swing_background(model_dir: Path, out: Path, seed: int = SEED) -> Any:
     from swell.generators.kind import PrepareContext
 
     options: dict[str, Any] = {"kind": "swing", "model": str(model_dir), "rre_draw": RRE_DRAW,
-                               "start": START, "server_wait": SERVER_WAIT}
+                               "start": START, "server_wait": SERVER_WAIT,
+                               "server_match": SERVER_MATCH}
     if CALIBRATE:
         options["variant"] = {"target_mbps": load_model(model_dir).mean_rate_bps() / 1e6}
     kind = registry.make("background",
@@ -514,6 +516,9 @@ def main() -> int:
     ap.add_argument("--no-server-wait", action="store_true",
                     help="responses leave their server as soon as the request is in (the "
                     "model's rspWait unused: swell run before 2026-11-30 noon)")
+    ap.add_argument("--server-match", choices=("delay", "none"), default="delay",
+                    help="delay: an observed server's RREs go to the hosts nearest its own "
+                    "delay (swell run's default); none: to hosts in any order")
     ap.add_argument("--cc", choices=CONGESTION_CONTROLS, default="reno",
                     help="TCP congestion control set in every namespace (default reno, as "
                     "`swell run` by default; a new namespace would inherit the host's)")
@@ -532,9 +537,11 @@ def main() -> int:
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
+    global SERVER_MATCH
     CALIBRATE = args.calibrate
     START = args.start
     SERVER_WAIT = not args.no_server_wait
+    SERVER_MATCH = args.server_match
     RMEM, CAP_SCALE, SERVER_DELAY_MS = args.rmem, args.capacity_scale, args.server_delay_ms
     if CAP_SCALE <= 0:
         print("fidelity: --capacity-scale must be above 0", file=sys.stderr)
@@ -595,7 +602,7 @@ def seeds_summary(results: list[FidelityResult]) -> dict[str, Any]:
     m = results[0].meta
     out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results],
                            "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
-                           "server_wait": SERVER_WAIT,
+                           "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH,
                            "server_delay_ms": m.get("server_delay_ms"),
                            "congestion_control": m.get("congestion_control"),
                            "tcp_rmem": m.get("tcp_rmem"),
@@ -648,6 +655,8 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
              + f", RRE draw {summary.get('rre_draw', 'independent')}"
              + f", start {summary.get('start', 'empty (before 2026-11-30)')}"
              + (", servers' waits" if summary.get("server_wait") else ", no servers' waits")
+             + (", servers on their own paths" if summary.get("server_match") == "delay"
+                else ", servers on any host")
              + f", TCP {summary.get('congestion_control') or 'bbr (host default)'}"
              + (f", tcp_rmem {summary['tcp_rmem']}" if summary.get("tcp_rmem") else "")
              + (f", access links x{summary['capacity_scale']:g}"

@@ -17,6 +17,15 @@ pool of emulated hosts, each with its own access link drawn from the model:
   capacity). Hosts left over go, one at a time, to the observed server with the
   highest load per capacity, so the whole pool is used. Within its pool, an
   RRE goes to the host least loaded relative to its capacity (in start order).
+* **a server's own path** (``match``): an observed server's pool is made of
+  the free hosts whose access link's one-way delay is nearest (in log scale) to
+  the observed server's own (the heaviest observed servers choose first; ties
+  in the random order above), and hosts left over go to the observed server
+  nearest their delay. In a trace the busy servers are seldom typical ones:
+  example.pcap's HTTP pairs all go to one server 10.5 ms away while half of
+  its servers are 50 ms or more away, so hosts taken in any order gave its
+  pages round trips several times the trace's (docs/fidelity.md, "A server's
+  own path"). A variant that sets every delay alike (HB) maps as in any order.
 * **clients**: sessions carry no observed client identity; each goes (in start
   order) to the client host least loaded relative to its capacity.
 
@@ -83,21 +92,52 @@ class Usage:
         }
 
 
-def server_pools(loads: dict[int, float], caps: np.ndarray, rng: np.random.Generator
+def delay_keys(delays_s: np.ndarray) -> np.ndarray:
+    """What a path is matched on: the log of its one-way delay (at least 1 us), so
+    0.5 ms is as far from 1 ms as 50 ms from 100 ms."""
+    return np.log(np.maximum(np.asarray(delays_s, dtype=float), 1e-6))
+
+
+class FreeHosts:
+    """Hosts not yet in a pool: taken in a random order, or the nearest by key."""
+
+    def __init__(self, n: int, rng: np.random.Generator,
+                 host_key: np.ndarray | None = None) -> None:
+        self.order = rng.permutation(n)  # position -> host
+        self.key = None if host_key is None else np.asarray(host_key, float)[self.order]
+        self.free = np.ones(n, dtype=bool)
+        self.left = n
+
+    def take(self, key: float | None = None) -> int:
+        """A free host: the first in the random order, or (``key`` given and the hosts
+        keyed) the one nearest ``key``, the first in that order among equals."""
+        if key is None or self.key is None:
+            pos = int(np.argmax(self.free))
+        else:
+            d = np.where(self.free, np.abs(self.key - key), np.inf)
+            pos = int(np.flatnonzero(d <= d.min() + 1e-12)[0])
+        self.free[pos] = False
+        self.left -= 1
+        return int(self.order[pos])
+
+
+def server_pools(loads: dict[int, float], caps: np.ndarray, rng: np.random.Generator,
+                 match: tuple[dict[int, float], np.ndarray] | None = None
                  ) -> dict[int, list[int]]:
-    """Emulated host indices per observed server (see the module docstring)."""
-    hosts = [int(h) for h in rng.permutation(caps.size)]
+    """Emulated host indices per observed server (see the module docstring).
+    ``match``: each observed server's :func:`delay_keys` (those without one take any
+    host) and each host's, to give an observed server the hosts nearest its own."""
+    obs_key, host_key = match if match is not None else ({}, None)
+    free = FreeHosts(caps.size, rng, host_key)
     order = sorted(loads, key=lambda v: (-loads[v], v))
     pools: dict[int, list[int]] = {}
     spare: list[tuple[float, int]] = []  # (-spare capacity, host) of hosts in use
-    i = 0
     for k, v in enumerate(order):
         left = len(order) - k - 1  # observed servers still waiting for a host
         need, got, cap = loads[v] / UTIL, [], 0.0
-        while i < len(hosts) and (not got or (cap < need and len(hosts) - i > left)):
-            got.append(hosts[i])
-            cap += caps[hosts[i]]
-            i += 1
+        while free.left and (not got or (cap < need and free.left > left)):
+            got.append(free.take(obs_key.get(v)))
+            cap += caps[got[-1]]
         if got:
             for h in got:
                 heapq.heappush(spare, (-(caps[h] * UTIL - loads[v] * caps[h] / cap), h))
@@ -106,15 +146,35 @@ def server_pools(loads: dict[int, float], caps: np.ndarray, rng: np.random.Gener
             heapq.heappush(spare, (room + loads[v], h))
             got = [h]
         pools[v] = got
+    if free.left and host_key is not None and obs_key:
+        _widen_by_key(pools, loads, caps, free, obs_key, np.asarray(host_key, float))
+        return pools
     # hosts left over widen the pools of the most loaded observed servers
     ratio = [(-loads[v] / sum(caps[h] for h in pools[v]), v) for v in order]
     heapq.heapify(ratio)
-    while i < len(hosts) and ratio:
+    while free.left and ratio:
         _, v = heapq.heappop(ratio)
-        pools[v].append(hosts[i])
-        i += 1
+        pools[v].append(free.take(obs_key.get(v)))
         heapq.heappush(ratio, (-loads[v] / sum(caps[h] for h in pools[v]), v))
     return pools
+
+
+def _widen_by_key(pools: dict[int, list[int]], loads: dict[int, float], caps: np.ndarray,
+                  free: FreeHosts, obs_key: dict[int, float], host_key: np.ndarray) -> None:
+    """Hosts left over, in the random order, each to the observed server nearest its
+    delay (among equals, the one most loaded for its pool's capacity): the whole pool
+    is used and a host serves a path like its own."""
+    vs = np.array(sorted(obs_key), dtype=np.int64)
+    rk = np.array([obs_key[int(v)] for v in vs])
+    load = np.array([loads[int(v)] for v in vs])
+    cap = np.array([sum(caps[h] for h in pools[int(v)]) for v in vs], dtype=float)
+    while free.left:
+        h = free.take()
+        d = np.abs(rk - host_key[h])
+        near = np.flatnonzero(d <= d.min() + 1e-12)
+        k = int(near[np.argmax(load[near] / cap[near])])
+        pools[int(vs[k])].append(h)
+        cap[k] += caps[h]
 
 
 class LeastLoaded:

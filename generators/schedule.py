@@ -35,10 +35,10 @@ With ``rre_draw="session"`` (opt-in, tmix-like) a whole session of the trace is
 taken: one of the application's trace sessions, picked uniformly, gives its RREs,
 the gaps between them, each RRE's connections and offsets, and every pair's
 request and response sizes and think time (the model's
-:data:`swell.extract.sessions.SESSION_PARAMS`); only each RRE's server is still
-drawn (``rreServer``). A model without the sessions falls back to the joint draw
-(one by one without the joint sample either); ``meta["rre_draw"]`` says which
-draw each application got.
+:data:`swell.extract.sessions.SESSION_PARAMS`), and each RRE's own server (its
+``rreServer``; a joint draw's RRE keeps its own server too). A model without the
+sessions falls back to the joint draw (one by one without the joint sample
+either); ``meta["rre_draw"]`` says which draw each application got.
 Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
 requests are raised to that size and counted in ``meta["raised_requests"]``.
 """
@@ -66,7 +66,7 @@ from swell.generators.samples import (  # noqa: F401  (re-exported: the schedule
     apps_for_draw,
     load_app_samples,
 )
-from swell.inet import hostport
+from swell.inet import hostport, split_hostport
 
 FORMAT = "swell-schedule"
 VERSION = 1
@@ -289,16 +289,26 @@ def _pick_server(app: AppSamples, n_servers: int, rng: np.random.Generator) -> s
     return f"{pick}:{app.port}"
 
 
+def _own_server(app: AppSamples, r: int, n_servers: int, rng: np.random.Generator) -> str:
+    """The server of the trace's RRE ``r`` (``rreServer`` lines up with the joint sample's
+    RREs): a whole RRE keeps its own, so its pages go to its server's path (the
+    host mapping matches delays, :mod:`.hostmap`). Drawn by popularity where the samples
+    do not line up (a model edited by hand)."""
+    if app.rre_server.size == app.rre_conns.size:
+        return f"{int(app.rre_server[r])}:{app.port}"
+    return _pick_server(app, n_servers, rng)
+
+
 def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
                    rng: np.random.Generator, meta: dict[str, int]) -> Session:
-    """One of the trace's sessions of ``app``, whole; only the servers are drawn. A
+    """One of the trace's sessions of ``app``, whole, each RRE with its own server. A
     connection of the trace without a pair runs one empty pair (``meta["empty_conns"]``)."""
     k = int(rng.integers(app.sess_rres.size))
     first = int(app._sess_start[k])
     rres = []
     for r in range(first, int(app._sess_start[k + 1])):
         gap = 0.0 if r == first else float(app.sess_gaps[r - k - 1])
-        server = _pick_server(app, n_servers, rng)
+        server = _own_server(app, r, n_servers, rng)
         conns = []
         for c in range(int(app._rre_start[r]), int(app._rre_start[r + 1])):
             a, b = int(app._pair_start[c]), int(app._pair_start[c + 1])
@@ -328,13 +338,15 @@ def _draw_session(app: AppSamples, t: float, client: str, n_servers: int,
     rres = []
     for i in range(max(1, int(_draw(rng, app.num_rre, 1)[0]))):
         gap = 0.0 if i == 0 else max(0.0, float(_draw(rng, app.inter_rre, 1)[0]))
-        server = _pick_server(app, n_servers, rng)
-        if app.joint:  # one of the trace's RREs, whole
-            offsets, npairs = app.rre_shape(int(rng.integers(app.rre_conns.size)))
+        if app.joint:  # one of the trace's RREs, whole, with its own server
+            k = int(rng.integers(app.rre_conns.size))
+            server = _own_server(app, k, n_servers, rng)
+            offsets, npairs = app.rre_shape(k)
             conns = tuple(_draw_conn(app, server, float(o), rng, meta, int(n))
                           for o, n in zip(offsets, npairs, strict=True))
             rres.append(Rre(round(gap, 9), conns))
             continue
+        server = _pick_server(app, n_servers, rng)
         nconn = max(1, int(_draw(rng, app.num_conn, 1)[0]))
         gaps = np.clip(_draw(rng, app.inter_conn, nconn), 0, None)
         offsets = np.concatenate([[0.0], np.cumsum(gaps[1:])])
@@ -542,11 +554,52 @@ def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: fl
     return drawn
 
 
+def _delay_match(loads: dict[int, float], observed_delays: np.ndarray | None,
+                 server_delays: list[float | None] | None, n_servers: int
+                 ) -> tuple[dict[int, float], np.ndarray] | None:
+    """What :func:`hostmap.server_pools` matches on: the log delay of each observed server
+    (the model's, s) and of each emulated server's link (ms); None when either is
+    unknown (hosts without links, a model without the delays)."""
+    if observed_delays is None or observed_delays.size == 0 or not server_delays \
+            or len(server_delays) != n_servers or any(d is None for d in server_delays):
+        return None
+    obs = hostmap.delay_keys(observed_delays)
+    ok = np.isfinite(observed_delays)
+    return ({v: float(obs[v]) for v in loads if 0 <= v < obs.size and ok[v]},
+            hostmap.delay_keys(np.array(server_delays, dtype=float) / 1e3))
+
+
+def _match_info(sessions: list[Session], drawn: list[Session], servers: list[str],
+                observed_delays: np.ndarray, server_delays: list[float | None]
+                ) -> dict[str, Any]:
+    """How near the emulated servers' delays came to the observed ones', per RRE."""
+    at = {a.strip("[]"): float(d or 0.0) for a, d in zip(servers, server_delays, strict=True)}
+    obs, emu = [], []
+    for s, d in zip(sessions, drawn, strict=True):
+        for rre, orig in zip(s.rres, d.rres, strict=True):
+            v = int(orig.conns[0].server.split(":")[0])
+            if 0 <= v < observed_delays.size and np.isfinite(observed_delays[v]):
+                obs.append(float(observed_delays[v]) * 1e3)
+                emu.append(at[split_hostport(rre.conns[0].server)[0]])
+    if not obs:
+        return {"by": "delay", "rres": 0}
+
+    def pct(x: list[float]) -> list[float]:
+        return [round(float(v), 3) for v in np.percentile(x, [10, 50, 90])]
+
+    return {"by": "delay", "rres": len(obs), "observed_owd_ms_p10_50_90": pct(obs),
+            "emulated_owd_ms_p10_50_90": pct(emu)}
+
+
 def _map_hosts(drawn: list[Session], clients: list[str], servers: list[str],
                client_rates: list[float | None] | None, server_rates: list[float | None] | None,
-               duration_s: float, rng: np.random.Generator
+               duration_s: float, rng: np.random.Generator,
+               observed_delays: np.ndarray | None = None,
+               server_delays: list[float | None] | None = None
                ) -> tuple[list[Session], dict[str, Any]]:
-    """Clients and servers of the sessions on emulated hosts (:mod:`.hostmap`)."""
+    """Clients and servers of the sessions on emulated hosts (:mod:`.hostmap`);
+    with ``observed_delays`` (s, per observed server) and ``server_delays`` (ms, per
+    emulated server) each observed server gets the hosts nearest its own delay."""
     obs_up: dict[int, float] = {}
     obs_down: dict[int, float] = {}
     for s in drawn:
@@ -558,7 +611,8 @@ def _map_hosts(drawn: list[Session], clients: list[str], servers: list[str],
     loads = {v: max(obs_up[v], obs_down[v]) * to_mbps for v in obs_up}
     s_use = hostmap.Usage(servers, hostmap.capacities(server_rates or [], len(servers)))
     c_use = hostmap.Usage(clients, hostmap.capacities(client_rates or [], len(clients)))
-    pools = hostmap.server_pools(loads, s_use.caps_mbps, rng)
+    match = _delay_match(loads, observed_delays, server_delays, len(servers))
+    pools = hostmap.server_pools(loads, s_use.caps_mbps, rng, match)
     pick_server = hostmap.LeastLoaded(s_use)
     pick_client = hostmap.ClientPicker(c_use, rng)
     out = []
@@ -579,6 +633,10 @@ def _map_hosts(drawn: list[Session], clients: list[str], servers: list[str],
             "servers": s_use.summary(duration_s), "clients": c_use.summary(duration_s),
             "servers_needed": hostmap.hosts_needed(total_up, s_use.caps_mbps),
             "clients_needed": hostmap.hosts_needed(total_up, c_use.caps_mbps)}
+    if match is not None:
+        assert observed_delays is not None and server_delays is not None
+        info["server_match"] = _match_info(out, drawn, servers, observed_delays,
+                                           server_delays)
     return out, info
 
 
@@ -596,7 +654,8 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
                    server_rates: list[float | None] | None = None,
                    cuts: tuple[float, ...] = (), rre_draw: str = "independent",
                    target_weights: tuple[float, float] = (1.0, 1.0), start: str = "steady",
-                   path: PathEstimate | None = None) -> Schedule:
+                   path: PathEstimate | None = None, observed_delays: np.ndarray | None = None,
+                   server_delays: list[float | None] | None = None) -> Schedule:
     """Draw a schedule: each app's sessions over ``duration_s`` at ``scale`` x its trace rate.
 
     Session starts come from the arrival process ``arrivals``
@@ -608,6 +667,9 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     (``*_rates``: each host's access link rate in Mbit/s, None for unlimited):
     the observed servers' popularity kept, no host asked for more than its link
     carries while there are hosts enough (``meta["hosts"]`` says how it went).
+    With ``observed_delays`` (the model's one-way delay of each observed server, s) and
+    ``server_delays`` (each emulated server's access link, ms), an observed server's
+    RREs go to the hosts nearest its own delay (``meta["hosts"]["server_match"]``).
     ``rre_draw``: ``independent`` draws numConn, interConn and numPairs one by
     one (Swing's draw); ``joint`` draws each application's RREs whole where its
     samples have the joint RRE sample (one by one where they do not);
@@ -645,7 +707,7 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     if not drawn:
         raise SwellError("model", f"zero sessions drawn in {duration_s} s at scale {scale}")
     sessions, hosts = _map_hosts(drawn, clients, servers, client_rates, server_rates,
-                                 duration_s, rng)
+                                 duration_s, rng, observed_delays, server_delays)
     req = sum(_session_bytes(s)[0] for s in sessions)
     rsp = sum(_session_bytes(s)[1] for s in sessions)
     info = {"scale": scale, "apps": [a.name for a in usable], **counts,

@@ -353,6 +353,11 @@ class SwingSpec(KindSpec):
         True, description="true: each TCP response leaves its server after the latency the "
         "trace's servers showed (the model's rspWait; docs/fidelity.md, \"The servers' "
         "wait\"); false: as soon as the request is in (as before 2026-11-30 noon)")
+    server_match: Literal["delay", "none"] = Field(
+        "delay", description="delay: an observed server's RREs go to emulated servers whose "
+        "access link's one-way delay is nearest that server's own in the trace "
+        "(its busy servers keep their paths; docs/fidelity.md, \"A server's own path\"); "
+        "none: to hosts in any order (Swing's mapping, as before 2026-11-30 evening)")
 
     @model_validator(mode="after")
     def _needs_input(self) -> SwingSpec:
@@ -370,6 +375,13 @@ def spec_samples(spec: SwingSpec, model: Any, source: str) -> tuple[list[Any], f
     if not spec.server_wait:
         apps = [replace(a, rsp_wait=np.zeros(0)) for a in apps]
     return apps, scale
+
+
+def observed_server_delays(model: Any) -> np.ndarray | None:
+    """The model's one-way delay (s) of each observed server, in ``rreServer``'s index
+    order (``net/server/hosts``); None for a model without them."""
+    d = model.arrays.get("net/server/delay_s")
+    return None if d is None else np.asarray(d, dtype=float)
 
 
 def offered_mbps(sched: Schedule, start_s: float = 0.0, end_s: float | None = None) -> float:
@@ -404,7 +416,8 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
                    scale: float, target_mbps: float | None, arrivals: str = "auto",
                    window_start_s: float = 0.0, rre_draw: str = "independent",
                    target_weights: tuple[float, float] = (1.0, 1.0), start: str = "steady",
-                   bottleneck: PathFacts | None = None) -> Schedule:
+                   bottleneck: PathFacts | None = None,
+                   observed_delays: np.ndarray | None = None) -> Schedule:
     """The schedule of one run: drawn once from ``seed``, never chosen among seeds.
 
     A target (payload, both directions) is met by construction: the session count is
@@ -416,7 +429,9 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     ``target_mbps`` the load before its size factors. ``start``: ``steady`` starts
     with the sessions under way that arrived before the run (:mod:`.steady_start`),
     estimated over the typical path: the endpoints' median access links and
-    ``bottleneck``.
+    ``bottleneck``. ``observed_delays`` (the model's one-way delay per observed server,
+    :func:`observed_server_delays`): each observed server's RREs go to server hosts
+    whose links' delays are nearest its own (when every server endpoint has a link).
     """
     from swell.analysis.swing_window import path_estimate
     from swell.generators.schedule import build_schedule, median_rate
@@ -441,7 +456,10 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
                            arrivals=arrivals, target_mbps=target_mbps,
                            client_rates=c_rates, server_rates=s_rates,
                            cuts=(window_start_s,), rre_draw=rre_draw,
-                           target_weights=target_weights, start=start, path=path)
+                           target_weights=target_weights, start=start, path=path,
+                           observed_delays=observed_delays,
+                           server_delays=[None if isinstance(h, str) or h.link is None
+                                          else h.link.delay_ms for h in servers])
     sched.meta["window_start_s"] = window_start_s
     # as a target counts it (by the estimated transfers for a steady start), and by
     # each connection's earliest start beside it
@@ -580,7 +598,9 @@ class SwingKind(TrafficKind):
                                ctx.seed, scale, target, self.s.arrivals,
                                window_start_s=ctx.warmup_s, rre_draw=self.s.rre_draw,
                                target_weights=weights, start=self.s.start,
-                               bottleneck=pl.path)
+                               bottleneck=pl.path,
+                               observed_delays=observed_server_delays(model)
+                               if self.s.server_match == "delay" else None)
         self.sched = sched
         self.warnings = host_warnings(sched)
         for w in self.warnings:  # before any traffic: the run may fall short

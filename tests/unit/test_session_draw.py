@@ -8,7 +8,8 @@
   falls back to the joint draw and says so; a bad session array is a one-line
   error naming the model (``test_joint_rre.py``, with the joint sample's cases);
 * on the bundled model every drawn session is one of the trace's sessions (RRE
-  count, gaps, offsets, pair sizes and thinks), each RRE's server is still drawn;
+  count, gaps, offsets, pair sizes and thinks), each RRE with its own server
+  (``test_server_match.py``);
 * a target load is met by construction with whole sessions too;
 * the variants that change sizes and think times act on the whole sessions.
 """
@@ -134,7 +135,7 @@ def test_drawn_sessions_are_trace_sessions(example_model: Path) -> None:
                           for r in s.rres)
             assert drawn in shapes[app], app
             seen[app].add(drawn)
-            for r in s.rres:  # one server per RRE, drawn
+            for r in s.rres:  # one server per RRE
                 assert len({c.server for c in r.conns}) == 1
     # the trace has 6 TCP sessions (http 2, https 4): several different ones drawn
     assert sum(len(v) for v in seen.values()) >= 3, seen
