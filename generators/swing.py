@@ -436,19 +436,21 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     from swell.analysis.swing_window import path_estimate
     from swell.generators.schedule import build_schedule, median_rate
 
-    def delays(hosts: list[Endpoint] | list[str]) -> list[float]:
-        return [h.link.delay_ms for h in hosts if not isinstance(h, str) and h.link]
+    def split(hosts: list[Endpoint] | list[str]
+              ) -> tuple[list[str], list[float | None], list[float | None]]:
+        """Addresses, and each host's access link rate and one-way delay (None: no link)."""
+        links = [None if isinstance(h, str) else h.link for h in hosts]
+        return ([h if isinstance(h, str) else h.ip for h in hosts],
+                [None if k is None else k.rate_mbps for k in links],
+                [None if k is None else k.delay_ms for k in links])
 
-    def split(hosts: list[Endpoint] | list[str]) -> tuple[list[str], list[float | None]]:
-        addrs = [h if isinstance(h, str) else h.ip for h in hosts]
-        rates = [None if isinstance(h, str) or h.link is None else h.link.rate_mbps
-                 for h in hosts]
-        return addrs, rates
+    def known(values: list[float | None]) -> list[float]:
+        return [v for v in values if v is not None]
 
-    c_addrs, c_rates = split(clients)
-    s_addrs, s_rates = split(servers)
+    c_addrs, c_rates, c_delays = split(clients)
+    s_addrs, s_rates, s_delays = split(servers)
     b = bottleneck or PathFacts()
-    path = path_estimate(delays(clients), delays(servers),
+    path = path_estimate(known(c_delays), known(s_delays),
                          [median_rate(c_rates), median_rate(s_rates), b.forward_mbps,
                           b.reverse_mbps],
                          b.forward_delay_ms + b.reverse_delay_ms)
@@ -458,8 +460,7 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
                            cuts=(window_start_s,), rre_draw=rre_draw,
                            target_weights=target_weights, start=start, path=path,
                            observed_delays=observed_delays,
-                           server_delays=[None if isinstance(h, str) or h.link is None
-                                          else h.link.delay_ms for h in servers])
+                           server_delays=s_delays)
     sched.meta["window_start_s"] = window_start_s
     # as a target counts it (by the estimated transfers for a steady start), and by
     # each connection's earliest start beside it
