@@ -129,6 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SwellError as exc:
         if debug:
             traceback.print_exc()
+        if _INTERRUPTED.is_set():  # raised while unwinding (a tool stopped mid-start)
+            print(f"swell: interrupted (on the way out: {exc.one_line()})", file=sys.stderr)
+            return 130
         print(f"swell: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

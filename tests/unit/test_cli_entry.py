@@ -7,6 +7,12 @@ backend, imported lazily by the report) surfaces as that import's
 ``ImportError: initialization failed``, not as KeyboardInterrupt: CI saw the
 report exit 1 with a traceback on 2026-11-29. The CLI remembers the signal and
 still exits 130; the same error without a signal stays an error.
+
+A tool stopped while it is still starting can fail to say anything (httperf
+SIGINTed before it installs its handler dies with no statistics), and the
+SwellError its stop raises in a ``finally`` replaces the KeyboardInterrupt: CI
+saw ``swell run`` exit 2 instead of 130 on 2026-11-30. That too exits 130 and
+names the error.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import sys
 import pytest
 
 from swell import cli
+from swell.errors import SwellError
 
 
 def _parser_running(func) -> argparse.ArgumentParser:
@@ -38,6 +45,21 @@ def _import_hit_by_sigint(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise ImportError("initialization failed") from None
     raise AssertionError("SIGINT was not delivered")
+
+
+def _stop_fails_while_unwinding(args: argparse.Namespace) -> int:
+    """A run's ``finally`` whose stop raises after Ctrl-C (the foreground's stop)."""
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass
+        raise AssertionError("SIGINT was not delivered")
+    finally:
+        raise SwellError("httperf", "output lacks 'Total: connections'")
+
+
+def _plain_swell_error(args: argparse.Namespace) -> int:
+    raise SwellError("httperf", "output lacks 'Total: connections'")
 
 
 def _plain_import_error(args: argparse.Namespace) -> int:
@@ -69,6 +91,17 @@ def test_the_same_error_without_a_signal_is_not_hidden(monkeypatch, restore_sign
     monkeypatch.setattr(cli, "build_parser", _running(_plain_import_error))
     with pytest.raises(ImportError):  # ... which the next command clears
         cli.main([])
+
+
+def test_an_error_raised_while_unwinding_from_ctrl_c_exits_130(monkeypatch, capsys,
+                                                               restore_signals) -> None:
+    monkeypatch.setattr(cli, "build_parser", _running(_stop_fails_while_unwinding))
+    assert cli.main([]) == 130
+    err = capsys.readouterr().err
+    assert "swell: interrupted" in err and "httperf: output lacks" in err
+    monkeypatch.setattr(cli, "build_parser", _running(_plain_swell_error))
+    assert cli.main([]) == 2  # without a signal, the same error is an error
+    assert capsys.readouterr().err.startswith("swell: httperf: output lacks")
 
 
 def test_each_command_module_adds_the_commands_the_registry_names() -> None:
