@@ -161,6 +161,9 @@ def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
             m.arrays[f"net/{side}/capacity_bps"] = m.arrays[f"net/{side}/capacity_bps"] * CAP_SCALE
     if SERVER_DELAY_MS is not None:  # --server-delay-ms: a sensitivity run, one delay for all
         m.arrays["net/server/delay_s"] = m.arrays["net/server/delay_s"] * 0 + SERVER_DELAY_MS / 1e3
+    if CLIENT_RATE_MBPS is not None:  # --client-rate-mbps: a sensitivity run, one rate
+        m.arrays["net/client/capacity_bps"] = (m.arrays["net/client/capacity_bps"] * 0
+                                               + CLIENT_RATE_MBPS * 1e6)
     save_model(m, model_dir)
     return model_dir, load_model(model_dir)
 
@@ -175,6 +178,7 @@ SERVER_MATCH = "delay"  # --server-match none: hosts in any order (before 2026-1
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
 CAP_SCALE = 1.0  # --capacity-scale: every access link's capacity times this
 SERVER_DELAY_MS: float | None = None  # --server-delay-ms: every server's one-way delay
+CLIENT_RATE_MBPS: float | None = None  # --client-rate-mbps: every client's access capacity
 
 
 def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
@@ -312,6 +316,7 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         "model_mean_mbps": load_model(model_dir).mean_rate_bps() / 1e6,
         "calibrated": CALIBRATE, "congestion_control": CC,
         "tcp_rmem": RMEM, "capacity_scale": CAP_SCALE, "server_delay_ms": SERVER_DELAY_MS,
+        "client_rate_mbps": CLIENT_RATE_MBPS,
         "scheduled_payload_bps": {
             "c2s": 8.0 * sum(c.req_bytes for *_, c in sched.conns()) / run_s,
             "s2c": 8.0 * sum(c.rsp_bytes for *_, c in sched.conns()) / run_s},
@@ -529,6 +534,8 @@ def main() -> int:
                     help="every access link's capacity times this (a sensitivity run)")
     ap.add_argument("--server-delay-ms", type=float,
                     help="every server's one-way access delay set to this (a sensitivity run)")
+    ap.add_argument("--client-rate-mbps", type=float,
+                    help="every client's access capacity set to this (a sensitivity run)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs at once (each its own dumbbell; the runs of these traces "
                     "take a small share of a core each)")
@@ -537,12 +544,16 @@ def main() -> int:
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
-    global SERVER_MATCH
+    global SERVER_MATCH, CLIENT_RATE_MBPS
     CALIBRATE = args.calibrate
     START = args.start
     SERVER_WAIT = not args.no_server_wait
     SERVER_MATCH = args.server_match
     RMEM, CAP_SCALE, SERVER_DELAY_MS = args.rmem, args.capacity_scale, args.server_delay_ms
+    CLIENT_RATE_MBPS = args.client_rate_mbps
+    if CLIENT_RATE_MBPS is not None and CLIENT_RATE_MBPS <= 0:
+        print("fidelity: --client-rate-mbps must be above 0", file=sys.stderr)
+        return 2
     if CAP_SCALE <= 0:
         print("fidelity: --capacity-scale must be above 0", file=sys.stderr)
         return 2
@@ -604,6 +615,7 @@ def seeds_summary(results: list[FidelityResult]) -> dict[str, Any]:
                            "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
                            "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH,
                            "server_delay_ms": m.get("server_delay_ms"),
+                           "client_rate_mbps": m.get("client_rate_mbps"),
                            "congestion_control": m.get("congestion_control"),
                            "tcp_rmem": m.get("tcp_rmem"),
                            "capacity_scale": m.get("capacity_scale", 1.0),
@@ -663,6 +675,8 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
                 if summary.get("capacity_scale", 1.0) != 1.0 else "")
              + (f", every server {summary['server_delay_ms']:g} ms away"
                 if summary.get("server_delay_ms") is not None else "")
+             + (f", every client link {summary['client_rate_mbps']:g} Mbit/s"
+                if summary.get("client_rate_mbps") is not None else "")
              + f"; generated {summary['run_s']:.0f} s, measured the last "
                f"{summary['window_s']:.0f} s; offered in the window (Mbit/s): "
              + ", ".join(f"{x:.2f}" for x in summary["offered_in_window_mbps"])
