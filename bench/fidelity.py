@@ -64,6 +64,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -473,6 +474,17 @@ def run_seed(prep: Prepared, seed: int, out: Path, work: Path, plots: Path, ks: 
     return result
 
 
+def _worker_task(*args: Any) -> tuple[str, int, FidelityResult]:
+    """:func:`_seed_task` in a pool worker: stopped (SIGTERM, Ctrl-C), the run unwinds
+    (its dumbbell torn down) and the worker exits. The pool's worker loop would catch
+    the KeyboardInterrupt and take the next queued run, with SIGTERM ignored from then
+    on (``swell.cli``'s handler ignores a second one)."""
+    try:
+        return _seed_task(*args)
+    except KeyboardInterrupt:
+        os._exit(130)
+
+
 def _seed_task(prep: Prepared, seed: int, out_root: Path, work_root: Path, several: bool
                ) -> tuple[str, int, FidelityResult]:
     """One (capture, seed) run; with several seeds, per-seed tables under
@@ -583,13 +595,26 @@ def main() -> int:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("fork")
-                                 ) as pool:
-            futures = [pool.submit(_seed_task, prep, seed, args.out, args.work, several)
-                       for prep, seed in tasks]
+        pool = ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("fork"))
+        futures = [pool.submit(_worker_task, prep, seed, args.out, args.work, several)
+                   for prep, seed in tasks]
+        try:
             for fut in futures:
                 name, seed, res = fut.result()
                 results[name][seed] = res
+        except BaseException as exc:
+            # No run starts after an error or a stop (the pool's own exit would wait for
+            # every queued one). `kill PID` or Ctrl-C: the running ones unwind too, their
+            # dumbbells torn down, and their workers exit (_worker_task).
+            for fut in futures:
+                fut.cancel()
+            if isinstance(exc, KeyboardInterrupt):
+                for proc in list(pool._processes.values()):  # noqa: SLF001 (no public list)
+                    if proc.is_alive():
+                        os.kill(proc.pid, signal.SIGTERM)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
     else:
         for prep, seed in tasks:
             name, seed, res = _seed_task(prep, seed, args.out, args.work, several)
@@ -723,4 +748,8 @@ def seeds_plots(out: Path, results: list[FidelityResult]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # kill PID or Ctrl-C, after the runs unwound
+        print("fidelity: stopped", file=sys.stderr)
+        sys.exit(130)
