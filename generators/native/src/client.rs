@@ -8,7 +8,8 @@
 //! request (8-byte header for TCP, 24-byte header per UDP datagram), waits for
 //! exactly the response size, waits `think`, and goes on; then it closes and a
 //! record line is written. Timers live in one binary heap; sockets in one mio
-//! poll. Counters go to stdout as JSON lines every `--interval-ms`.
+//! poll, woken at the next timer's due time by an `alarm::Alarm` (epoll's own
+//! timeout is whole milliseconds). Counters go to stdout as JSON lines every `--interval-ms`.
 //!
 //! On the wire a TCP request's header and body leave in one write, and both
 //! ends acknowledge with delayed ACKs (`util::delay_acks`, re-armed after each
@@ -24,6 +25,7 @@ use std::net::{IpAddr, SocketAddr};
 use mio::net::{TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 
+use crate::alarm::Alarm;
 use crate::schedule::{self, ConnSpec, Proto, Schedule};
 use crate::util::*;
 
@@ -91,6 +93,7 @@ struct Runner {
     gen: u32,
     sess: Vec<SessState>,
     timers: BinaryHeap<Reverse<(u64, u64, Timer)>>,
+    alarm: Alarm,
     seq: u64,
     base: u64,
     udp_timeout: u64,
@@ -98,6 +101,9 @@ struct Runner {
     k: Counters,
     buf: Vec<u8>,
 }
+
+/// The alarm's token (connections' tokens are their slots).
+const ALARM: Token = Token(usize::MAX);
 
 fn to_ns(s: f64) -> u64 {
     (s * 1e9).round() as u64
@@ -117,9 +123,12 @@ pub fn run(args: &Args) -> Result<(), String> {
     let interval = args.num::<u64>("interval-ms", 1000)?.max(10) * 1_000_000;
     let duration = args.num::<f64>("duration", 0.0)?; // 0: until every session ends
     let n = sched.sessions.len();
+    let poll = Poll::new().map_err(|e| e.to_string())?;
+    let alarm = Alarm::new(poll.registry(), ALARM)?;
     let mut r = Runner {
         sched,
-        poll: Poll::new().map_err(|e| e.to_string())?,
+        poll,
+        alarm,
         conns: Vec::new(),
         free: Vec::new(),
         gen: 0,
@@ -178,6 +187,7 @@ impl Runner {
             if let Some(Reverse((at, _, _))) = self.timers.peek() {
                 wake = wake.min(*at);
             }
+            self.alarm.set(wake); // the poll's own timeout is whole milliseconds
             let wait = wake.saturating_sub(mono_ns()).min(100_000_000);
             match self
                 .poll
@@ -188,6 +198,10 @@ impl Runner {
                 Err(e) => return Err(e.to_string()),
             }
             for ev in events.iter() {
+                if ev.token() == ALARM {
+                    self.alarm.fired();
+                    continue;
+                }
                 self.on_event(ev.token().0, ev.is_error());
             }
         }

@@ -13,6 +13,7 @@
 //! Errors print one line `swell-gen: ...` on stderr and exit 2. SIGTERM and
 //! SIGINT stop every role cleanly (records and logs are flushed).
 
+mod alarm;
 mod client;
 mod pace;
 mod plan;

@@ -8,7 +8,8 @@
 //! A request whose response word has `TCP_WAIT_FLAG` set carries the server's
 //! wait (u32 microseconds) in its next 4 bytes: its response is queued until
 //! the request's end plus the wait (the trace's server-side latency), in order
-//! behind any response still waiting; a heap of due times wakes the loop.
+//! behind any response still waiting; a heap of due times wakes the loop (at the
+//! microsecond, through an `alarm::Alarm`).
 //! UDP: a request datagram carries a 24-byte header; the datagram that
 //! completes the request (offset + length == total) triggers the response,
 //! sent as datagrams of at most 1472 bytes (1452 over IPv6). Prints `READY` once every socket
@@ -22,6 +23,7 @@ use std::net::SocketAddr;
 use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 
+use crate::alarm::Alarm;
 use crate::util::*;
 
 struct SrvConn {
@@ -59,6 +61,8 @@ struct Stats {
 }
 
 const CONN_BASE: usize = 1 << 20;
+/// The alarm's token: it wakes the poll when a waiting response is due.
+const ALARM: Token = Token(usize::MAX);
 
 pub fn serve(args: &Args) -> Result<(), String> {
     args.check_known(&["listen", "proto"])?;
@@ -112,11 +116,13 @@ fn event_loop(poll: &mut Poll, listeners: &mut [Listener]) -> Result<Stats, Stri
     let mut stats = Stats::default();
     let mut buf = vec![0u8; 65536];
     let mut wake: Wakeups = BinaryHeap::new();
+    let mut alarm = Alarm::new(poll.registry(), ALARM)?;
     while !stopped() {
         let mut timeout = std::time::Duration::from_millis(100);
         if let Some(Reverse((due, _))) = wake.peek() {
             let now = mono_ns();
             timeout = timeout.min(std::time::Duration::from_nanos(due.saturating_sub(now)));
+            alarm.set(*due); // the poll's own timeout is whole milliseconds
         }
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() == std::io::ErrorKind::Interrupted {
@@ -146,6 +152,10 @@ fn event_loop(poll: &mut Poll, listeners: &mut [Listener]) -> Result<Stats, Stri
             }
         }
         for ev in events.iter() {
+            if ev.token() == ALARM {
+                alarm.fired();
+                continue;
+            }
             let t = ev.token().0;
             if t < CONN_BASE {
                 match &mut listeners[t] {
@@ -221,13 +231,7 @@ fn accept_all(
 
 /// Consume request bytes; each completed request adds its response to `pending`,
 /// or, when it carries a wait, queues it until its due time (`wake` gets the time).
-fn consume(
-    c: &mut SrvConn,
-    mut data: &[u8],
-    stats: &mut Stats,
-    slot: usize,
-    wake: &mut Wakeups,
-) {
+fn consume(c: &mut SrvConn, mut data: &[u8], stats: &mut Stats, slot: usize, wake: &mut Wakeups) {
     while !data.is_empty() {
         if c.body_left == 0 {
             let take = (TCP_HDR - c.hdr_got).min(data.len());
