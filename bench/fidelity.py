@@ -549,8 +549,9 @@ def main() -> int:
     ap.add_argument("--client-rate-mbps", type=float,
                     help="every client's access capacity set to this (a sensitivity run)")
     ap.add_argument("--jobs", type=int, default=1,
-                    help="runs at once (each its own dumbbell; the runs of these traces "
-                    "take a small share of a core each)")
+                    help="runs at once, each its own dumbbell (default 1). They share the "
+                    "cores: on a 2-core host five at once made web-lan's 16-64 ms octaves "
+                    "burstier by up to 1.0 (docs/fidelity.md, 'Runs at once'); measure alone")
     args = ap.parse_args()
     from swell.cli import unwind_on_sigterm
 
