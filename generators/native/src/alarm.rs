@@ -15,6 +15,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 
+/// The poll token both loops register their alarm under (connections' and
+/// listeners' tokens are small indices, never this).
+pub const ALARM: Token = Token(usize::MAX);
+
 pub struct Alarm {
     fd: OwnedFd,
     armed: u64,

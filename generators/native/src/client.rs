@@ -25,7 +25,7 @@ use std::net::{IpAddr, SocketAddr};
 use mio::net::{TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 
-use crate::alarm::Alarm;
+use crate::alarm::{Alarm, ALARM};
 use crate::schedule::{self, ConnSpec, Proto, Schedule};
 use crate::util::*;
 
@@ -101,9 +101,6 @@ struct Runner {
     k: Counters,
     buf: Vec<u8>,
 }
-
-/// The alarm's token (connections' tokens are their slots).
-const ALARM: Token = Token(usize::MAX);
 
 fn to_ns(s: f64) -> u64 {
     (s * 1e9).round() as u64

@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 
-use crate::alarm::Alarm;
+use crate::alarm::{Alarm, ALARM};
 use crate::util::*;
 
 struct SrvConn {
@@ -61,8 +61,6 @@ struct Stats {
 }
 
 const CONN_BASE: usize = 1 << 20;
-/// The alarm's token: it wakes the poll when a waiting response is due.
-const ALARM: Token = Token(usize::MAX);
 
 pub fn serve(args: &Args) -> Result<(), String> {
     args.check_known(&["listen", "proto"])?;
