@@ -12,6 +12,11 @@ work, but a direction file is exact by construction).
 Helpers, all small and pure except the loaders:
 
 * :func:`load_bottleneck` reads both files as ``{"c2s": Packets, "s2c": Packets}``;
+  :func:`load_clients_side` reads the captures beside the background clients
+  (``capture.clients`` in the topology spec: ``clients-<node>-forward.pcap``,
+  what the clients send before their uplinks, and ``-reverse``, what they
+  receive after their downlinks) in the same form, every client namespace's
+  packets of a direction in one time order;
 * :func:`without_hosts` drops packets to or from given addresses (the
   foreground hosts, so only the background is measured), :func:`only_hosts`
   keeps just those (one background among several); addresses are IPv4 or
@@ -46,6 +51,20 @@ def load_bottleneck(capture_dir: str | Path) -> dict[str, Packets]:
         if not path.is_file():
             raise SwellError(path, "no bottleneck capture (was capture enabled?)")
         out[name] = load_packets(path)
+    return out
+
+
+def load_clients_side(capture_dir: str | Path) -> dict[str, Packets]:
+    """The captures beside the background clients: ``c2s`` = what they sent, ``s2c``
+    = what they received, each merged over the client namespaces in time order."""
+    out = {}
+    for name, d in (("c2s", "forward"), ("s2c", "reverse")):
+        paths = sorted(Path(capture_dir).glob(f"clients-*-{d}.pcap"))
+        if not paths:
+            raise SwellError(capture_dir, "no capture beside the clients "
+                             "(was capture.clients on?)")
+        merged, _ = merge_directions({str(p): load_packets(p) for p in paths})
+        out[name] = merged
     return out
 
 

@@ -75,7 +75,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from swell.analysis.bottleneck import load_bottleneck, merge_directions  # noqa: E402
+from fidelity_seeds import seeds_plots, seeds_summary, seeds_table  # noqa: E402
+
+from swell.analysis.bottleneck import (  # noqa: E402
+    load_bottleneck,
+    load_clients_side,
+    merge_directions,
+)
 from swell.analysis.cli import _fidelity_plots  # noqa: E402
 from swell.analysis.fidelity import (  # noqa: E402
     FidelityConfig,
@@ -129,8 +135,8 @@ CAPTURES = [
 MAX_HOSTS = 256  # emulated hosts per side at most; the trace's servers fold onto them
 
 
-def topology_dict(model: Path, n_clients: int, n_servers: int, seed: int = SEED
-                  ) -> dict[str, Any]:
+def topology_dict(model: Path, n_clients: int, n_servers: int, seed: int = SEED,
+                  at_clients: bool = False) -> dict[str, Any]:
     """A dumbbell with model-drawn access links and a bottleneck that is not the limit."""
     return {
         "network": "10.79.0.0/16",
@@ -138,6 +144,7 @@ def topology_dict(model: Path, n_clients: int, n_servers: int, seed: int = SEED
         "clients": {"count": n_clients, "model": {"path": str(model), "side": "client"}},
         "servers": {"count": n_servers, "model": {"path": str(model), "side": "server"}},
         "engine": "native",
+        "capture": {"clients": at_clients},
         "seed": seed,
     }
 
@@ -148,7 +155,24 @@ def bench_spec(model_dir: Path, model: Any, seed: int = SEED) -> Any:
 
     n_c = min(MAX_HOSTS, max(1, len(model.arrays["net/client/delay_s"])))
     n_s = min(MAX_HOSTS, max(1, len(model.arrays["net/server/delay_s"])))
-    return spec_from_dict(topology_dict(model_dir, n_c, n_s, seed), "fidelity topology")
+    return spec_from_dict(topology_dict(model_dir, n_c, n_s, seed,
+                                        monitor_of(model)[0] == "clients"), "fidelity topology")
+
+
+def monitor_of(model: Any) -> tuple[str, str]:
+    """Where the generated traffic is judged, and why: ``--monitor``, or with ``auto``
+    where the trace's monitor sat: beside the clients when their measured one-way
+    delays (half the SYN/ACK -> ACK leg at the monitor) have a median under
+    ``AT_CLIENTS_S`` (a capture taken on the users' machines), else at the bottleneck."""
+    if MONITOR != "auto":
+        return MONITOR, "--monitor"
+    d = model.arrays["net/client/delay_s"][model.arrays["net/client/delay_s_measured"]
+                                           .astype(bool)]
+    if not d.size:
+        return "bottleneck", "auto: no client delay measured"
+    med = float(np.median(d))
+    return ("clients" if med < AT_CLIENTS_S else "bottleneck",
+            f"auto: the trace's clients' median one-way delay {med * 1e3:.3f} ms")
 
 
 def extract(cap: Capture, out: Path) -> tuple[Path, Any]:
@@ -175,6 +199,8 @@ RRE_DRAW = "independent"  # --rre-draw joint: each RRE drawn whole (docs/scale.m
 START = "steady"  # --start empty: every session arrives in the run (before 2026-11-30)
 SERVER_WAIT = True  # --no-server-wait: responses leave at once (before 2026-11-30 noon)
 SERVER_MATCH = "delay"  # --server-match none: hosts in any order (before 2026-11-30 evening)
+MONITOR = "auto"  # --monitor: where the generated traffic is judged (monitor_of)
+AT_CLIENTS_S = 0.5e-3  # clients this close to the monitor: it sat beside them
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
 CAP_SCALE = 1.0  # --capacity-scale: every access link's capacity times this
@@ -267,7 +293,7 @@ def run_swing(model_dir: Path, model: Any, out: Path, run_s: float, warmup_s: fl
     assert res is not None
     return {"t0_ns": int(session.window().clients_started * 1e9), "capture_dir": cap_dir,
             "records": load_records(res.files["records"]), "schedule": res.files["schedule"],
-            "report": topo.report, "links": links}
+            "report": topo.report, "links": links, "monitor": monitor_of(model)}
 
 
 def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
@@ -281,7 +307,9 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
     cfg = FidelityConfig()
     orig = load_packets(cap.path)
     dirs_o = directions_by_rule(orig, cfg.direction)
-    gen, dirs_g = merge_directions(load_bottleneck(run["capture_dir"]))
+    where, why = run["monitor"]
+    load = load_clients_side if where == "clients" else load_bottleneck
+    gen, dirs_g = merge_directions(load(run["capture_dir"]))
     t0 = int(run["t0_ns"])
     w0, w1 = t0 + int(warmup_s * 1e9), t0 + int(run_s * 1e9)
     inside = (gen.ts_ns >= t0) & (gen.ts_ns < w1)
@@ -317,7 +345,7 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         "model_mean_mbps": load_model(model_dir).mean_rate_bps() / 1e6,
         "calibrated": CALIBRATE, "congestion_control": CC,
         "tcp_rmem": RMEM, "capacity_scale": CAP_SCALE, "server_delay_ms": SERVER_DELAY_MS,
-        "client_rate_mbps": CLIENT_RATE_MBPS,
+        "client_rate_mbps": CLIENT_RATE_MBPS, "monitor": where, "monitor_why": why,
         "scheduled_payload_bps": {
             "c2s": 8.0 * sum(c.req_bytes for *_, c in sched.conns()) / run_s,
             "s2c": 8.0 * sum(c.rsp_bytes for *_, c in sched.conns()) / run_s},
@@ -351,7 +379,8 @@ def ack_summary(original: Path, capture_dir: Path) -> dict[str, Any]:
 
 def summary_lines(result: FidelityResult) -> list[str]:
     m = result.meta
-    lines = [f"capture {m['capture']}, TCP {m['congestion_control']}: {m['note']}",
+    lines = [f"capture {m['capture']}, TCP {m['congestion_control']}, measured at the "
+             f"{m.get('monitor', 'bottleneck')} ({m.get('monitor_why', '')}): {m['note']}",
              f"  generated {m['run_s']:.0f} s, measured the last {m['window_s']:.0f} s "
              f"(warm-up {m['warmup_s']:.0f} s), seed {m['seed']}"
              + (" (schedule calibrated)" if m["calibrated"] else "") + ", offered in the "
@@ -548,6 +577,12 @@ def main() -> int:
                     help="every server's one-way access delay set to this (a sensitivity run)")
     ap.add_argument("--client-rate-mbps", type=float,
                     help="every client's access capacity set to this (a sensitivity run)")
+    ap.add_argument("--monitor", choices=("auto", "bottleneck", "clients"), default="auto",
+                    help="where the generated traffic is measured: at the bottleneck, or "
+                    "beside the clients (what they send before their uplinks, what they "
+                    "receive after their downlinks); auto (default): where the trace's "
+                    "monitor sat, beside the clients when their median one-way delay from "
+                    "it is under 0.5 ms (a capture taken on the users' own machines)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs at once, each its own dumbbell (default 1). They share the "
                     "cores: on a 2-core host five at once made web-lan's 16-64 ms octaves "
@@ -557,7 +592,8 @@ def main() -> int:
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
-    global SERVER_MATCH, CLIENT_RATE_MBPS
+    global SERVER_MATCH, CLIENT_RATE_MBPS, MONITOR
+    MONITOR = args.monitor
     CALIBRATE = args.calibrate
     START = args.start
     SERVER_WAIT = not args.no_server_wait
@@ -623,7 +659,9 @@ def main() -> int:
     if several:
         for name, by_seed in results.items():
             runs = [by_seed[k] for k in sorted(by_seed)]
-            summary = seeds_summary(runs)
+            summary = seeds_summary(runs, {
+                "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
+                "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH})
             summary["jobs"] = args.jobs
             write_json(args.out / name / "seeds.json", summary)
             text = seeds_table(name, summary)
@@ -631,121 +669,6 @@ def main() -> int:
             (args.out / name / "seeds.txt").write_text(text + "\n")
             seeds_plots(args.out / name, runs)
     return 0
-
-
-def seeds_summary(results: list[FidelityResult]) -> dict[str, Any]:
-    """Per direction: throughput of each seed and their mean against the original; the
-    energy per octave of each seed and of their mean against the original's floor."""
-    m = results[0].meta
-    out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results],
-                           "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
-                           "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH,
-                           "server_delay_ms": m.get("server_delay_ms"),
-                           "client_rate_mbps": m.get("client_rate_mbps"),
-                           "congestion_control": m.get("congestion_control"),
-                           "tcp_rmem": m.get("tcp_rmem"),
-                           "capacity_scale": m.get("capacity_scale", 1.0),
-                           "run_s": m.get("run_s"),
-                           "warmup_s": m.get("warmup_s"), "window_s": m.get("window_s"),
-                           "model_mean_mbps": m.get("model_mean_mbps"),
-                           "offered_in_window_mbps": [r.meta.get("offered_in_window_mbps")
-                                                      for r in results],
-                           "connections_cut": [r.meta.get("connections_cut") for r in results],
-                           "connections": [r.meta.get("connections") for r in results],
-                           "directions": {}}
-    for k, d in enumerate(results[0].directions):
-        gen = [r.directions[k].throughput.generated_bps for r in results]
-        orig = d.throughput.original_bps
-        octs = [(r.directions[k].octaves_passed, r.directions[k].octaves_judged)
-                for r in results]
-        mean = float(np.mean(gen))
-        cmp = d.comparison
-        ys = np.array([r.directions[k].comparison.y_b for r in results])
-        y_mean = ys.mean(axis=0)
-        diff = y_mean - cmp.y_a
-        judged = np.isfinite(diff) & np.isfinite(cmp.floor)
-        passed = judged & (np.abs(np.where(judged, diff, 0)) <= np.where(judged, cmp.floor, 0))
-        out["directions"][d.direction] = {
-            "original_mbps": orig / 1e6, "generated_mbps": [g / 1e6 for g in gen],
-            "mean_mbps": mean / 1e6, "mean_diff_pct": 100 * (mean / orig - 1),
-            "sd_mbps": float(np.std(gen, ddof=1)) / 1e6 if len(gen) > 1 else 0.0,
-            "min_max_diff_pct": [100 * (min(gen) / orig - 1), 100 * (max(gen) / orig - 1)],
-            "within_10pct": bool(abs(mean / orig - 1) <= 0.10),
-            "octaves_passed_judged": octs,
-            "mean_energy": {"octaves_passed": int(passed.sum()),
-                            "octaves_judged": int(judged.sum()),
-                            "rows": [{"octave": int(j), "time_scale_s": float(ts),
-                                      "y_original": float(ya), "y_mean": float(ym),
-                                      "y_min": float(lo), "y_max": float(hi),
-                                      "diff": float(df), "floor": float(fl), "pass": bool(ok)}
-                                     for j, ts, ya, ym, lo, hi, df, fl, ok in zip(
-                                         cmp.octaves, cmp.time_scale_s, cmp.y_a, y_mean,
-                                         ys.min(axis=0), ys.max(axis=0), diff, cmp.floor,
-                                         passed, strict=True)]},
-        }
-    return out
-
-
-def seeds_table(name: str, summary: dict[str, Any]) -> str:
-    seeds = summary["seeds"]
-    lines = [f"{name}: seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}, no selection)"
-             + (", target by construction" if summary["calibrated"] else "")
-             + f", RRE draw {summary.get('rre_draw', 'independent')}"
-             + f", start {summary.get('start', 'empty (before 2026-11-30)')}"
-             + (", servers' waits" if summary.get("server_wait") else ", no servers' waits")
-             + (", servers on their own paths" if summary.get("server_match") == "delay"
-                else ", servers on any host")
-             + f", TCP {summary.get('congestion_control') or 'bbr (host default)'}"
-             + (f", tcp_rmem {summary['tcp_rmem']}" if summary.get("tcp_rmem") else "")
-             + (f", access links x{summary['capacity_scale']:g}"
-                if summary.get("capacity_scale", 1.0) != 1.0 else "")
-             + (f", every server {summary['server_delay_ms']:g} ms away"
-                if summary.get("server_delay_ms") is not None else "")
-             + (f", every client link {summary['client_rate_mbps']:g} Mbit/s"
-                if summary.get("client_rate_mbps") is not None else "")
-             + f"; generated {summary['run_s']:.0f} s, measured the last "
-               f"{summary['window_s']:.0f} s; offered in the window (Mbit/s): "
-             + ", ".join(f"{x:.2f}" for x in summary["offered_in_window_mbps"])
-             + f" (model mean {summary['model_mean_mbps']:.2f})",
-             "direction  original    mean over seeds (sd)    diff    spread (min..max)   "
-             "octaves per seed / of the mean"]
-    for d, v in summary["directions"].items():
-        lo, hi = v["min_max_diff_pct"]
-        octs = " ".join(f"{p}/{j}" for p, j in v["octaves_passed_judged"])
-        me = v["mean_energy"]
-        lines.append(f"{d:<9}  {v['original_mbps']:7.3f}   {v['mean_mbps']:7.3f} "
-                     f"({v['sd_mbps']:.3f}) Mb/s  {v['mean_diff_pct']:+5.1f}% "
-                     f"{'pass' if v['within_10pct'] else 'FAIL'}  {lo:+5.1f}%..{hi:+5.1f}%  "
-                     f"{octs} / {me['octaves_passed']}/{me['octaves_judged']}")
-    for d, v in summary["directions"].items():
-        lines.append(f"\nenergy per octave, {d}: mean over seeds against the original")
-        lines.append("  j     scale  y_orig  y_mean  (min..max)      diff  floor  result")
-        for r in v["mean_energy"]["rows"]:
-            res = "n/a" if not np.isfinite(r["floor"]) else ("pass" if r["pass"] else "FAIL")
-            lines.append(f" {r['octave']:2d}  {_scale_s(r['time_scale_s']):>8}  "
-                         f"{r['y_original']:6.2f}  {r['y_mean']:6.2f}  "
-                         f"({r['y_min']:5.2f}..{r['y_max']:5.2f})  {r['diff']:+5.2f}  "
-                         f"{r['floor']:5.2f}  {res}")
-    return "\n".join(lines)
-
-
-def _scale_s(s: float) -> str:
-    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.3g} s"
-
-
-def seeds_plots(out: Path, results: list[FidelityResult]) -> None:
-    """Per direction: the original's energy with its floor band and every seed's."""
-    from swell.analysis import plots
-
-    for k, d in enumerate(results[0].directions):
-        curves = [(f"original [{plots.human_rate(d.throughput.original_bps)}]", d.original)]
-        curves += [(f"seed {r.meta.get('seed')} "
-                    f"[{plots.human_rate(r.directions[k].throughput.generated_bps)}]",
-                    r.directions[k].generated) for r in results]
-        fig = plots.plot_energy(curves, title=f"Energy plot, {len(results)} seeds: "
-                                f"{plots.direction_label(d.direction)}",
-                                unit=results[0].config.unit, floor=(d.original, d.floor))
-        plots.save(fig, out / f"seeds_energy_{d.direction}", formats=("png",))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,11 @@ def capture_paths(capture_dir: Path) -> dict[str, Path]:
     return {d: capture_dir / f"bottleneck-{d}.pcap" for d in DIRECTIONS}
 
 
+def client_capture_paths(capture_dir: Path, nodes: list[str]) -> dict[tuple[str, str], Path]:
+    """(node, direction) -> pcap beside the background clients (``CaptureSpec.clients``)."""
+    return {(n, d): capture_dir / f"clients-{n}-{d}.pcap" for n in nodes for d in DIRECTIONS}
+
+
 def parse_tcpdump_counters(stderr: str) -> dict[str, int]:
     """tcpdump's exit report as numbers (missing counters are absent)."""
     return parse_counters(stderr)
@@ -100,14 +105,16 @@ class TcpdumpCapture:
         snaplen: int,
         node: str = "r",
         dev: str | None = None,
+        queue: str = "out",
     ) -> None:
-        """By default the core router's egress for ``direction``; ``node``/``dev`` override."""
+        """By default the core router's egress for ``direction``; ``node``/``dev`` override,
+        ``queue`` is tcpdump's ``-Q`` (``in`` for what a host receives)."""
         self.direction = direction
         self.path = path
         self.dev = dev or layout.core_port[EGRESS_SIDE[direction]]
         place = Via(tuple(in_ns(layout.pid(node), [])), label=node)
         bpf = "not ip6 multicast" if layout.plan.version == 6 else None
-        self._tcpdump = Tcpdump(place, tcpdump_argv(self.dev, path, snaplen, "out", bpf),
+        self._tcpdump = Tcpdump(place, tcpdump_argv(self.dev, path, snaplen, queue, bpf),
                                 f"tcpdump on {self.dev}")
 
     def start(self, timeout: float = 10.0) -> None:
@@ -123,3 +130,13 @@ class TcpdumpCapture:
         counts = self._tcpdump.stop(timeout)
         return CaptureReport(self.direction, str(self.path), counts.written, counts.dropped,
                              "tcpdump", counts.detail)
+
+
+def client_captures(layout: Layout, paths: dict[tuple[str, str], Path],
+                    snaplen: int) -> list[TcpdumpCapture]:
+    """tcpdump on each background client namespace's interface: ``forward`` is what its
+    hosts send (``-Q out``), ``reverse`` what they receive (``-Q in``)."""
+    return [TcpdumpCapture(layout, f"clients {node} {d}", path, snaplen, node=node,
+                           dev=layout.host_intf[node],
+                           queue="out" if d == "forward" else "in")
+            for (node, d), path in paths.items()]

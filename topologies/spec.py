@@ -203,10 +203,20 @@ class Foreground(StrictModel):
 
 
 class CaptureSpec(StrictModel):
-    """Capture at the bottleneck, one pcap per direction."""
+    """Capture at the bottleneck, one pcap per direction.
+
+    ``clients``: also capture beside the background clients, where a trace
+    recorded on the users' own machines had its monitor: on each background
+    client namespace's interface, what the hosts send (before their uplinks)
+    and what they receive (after their downlinks), one pcap per namespace and
+    direction (``clients-<node>-forward.pcap``, ``clients-<node>-reverse.pcap``).
+    Native engine only (``auto`` picks it): netem shapes a host's uplink on the
+    host's own interface, where no capture can see a packet before it.
+    """
 
     enabled: bool = True
     snaplen: int = Field(128, ge=64, le=65535)
+    clients: bool = False
 
 
 class TopologySpec(StrictModel):

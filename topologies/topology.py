@@ -171,6 +171,7 @@ class Topology:
         self.engine: Engine | None = None
         self.layout: Layout | None = None
         self.captures: dict[str, Path] = {}
+        self.client_captures: dict[tuple[str, str], Path] = {}
         self.capture_reports: list[cap.CaptureReport] = []
         self.report: dict[str, Any] = {}
         self._tcpdumps: list[cap.TcpdumpCapture] = []
@@ -259,7 +260,14 @@ class Topology:
         if self._up:
             raise SwellError(self.prefix, "topology is already up")
         facts = self.facts or probe_engines()
-        name = choose_engine(self.requested_engine, facts)
+        requested = self.requested_engine
+        if self.spec.capture.clients and requested == "auto" and facts.native:
+            requested = "native"  # the one engine with a tap before the uplinks
+        name = choose_engine(requested, facts)
+        if self.spec.capture.clients and name != "native":
+            raise SwellError("capture.clients", "needs the native engine: netem shapes a "
+                             "host's uplink on its own interface, before any capture sees "
+                             "what the host sends")
         self.state_dir.mkdir(parents=True, exist_ok=False)
         self._up = True
         try:
@@ -271,6 +279,11 @@ class Topology:
             if self.capture_dir is not None and self.spec.capture.enabled:
                 self.capture_dir.mkdir(parents=True, exist_ok=True)
                 self.captures = cap.capture_paths(self.capture_dir.resolve())
+                if self.spec.capture.clients:
+                    nodes = [n.suffix for n in self.plan.nodes
+                             if n.side == "left" and n.role == "bg"]
+                    self.client_captures = cap.client_capture_paths(
+                        self.capture_dir.resolve(), nodes)
             self.engine.start(
                 self.layout,
                 self.host_links,
@@ -283,6 +296,11 @@ class Topology:
                     tcpdump = cap.TcpdumpCapture(
                         self.layout, direction, path, self.spec.capture.snaplen
                     )
+                    self._tcpdumps.append(tcpdump)
+                    tcpdump.start()
+            if self.client_captures:
+                for tcpdump in cap.client_captures(self.layout, self.client_captures,
+                                                   self.spec.capture.snaplen):
                     self._tcpdumps.append(tcpdump)
                     tcpdump.start()
             self._write_state("up", name)
@@ -311,6 +329,7 @@ class Topology:
                 "namespaces": names,
                 "hosts": len(self.hosts),
                 "captures": {d: str(p) for d, p in self.captures.items()},
+                "client_captures": [str(p) for p in self.client_captures.values()],
                 "spec": json.loads(self.spec.model_dump_json()),
                 "started": time.time(),
             },

@@ -126,6 +126,46 @@ def test_dumbbell_delays_capture_and_teardown(tmp_path):
     assert traces(prefix, inodes) == []
 
 
+def test_capture_beside_the_clients(tmp_path):
+    """capture.clients: what a client sends before its uplink and receives after its
+    downlink (the bottleneck sees the same packets one access delay later or earlier)."""
+    spec = spec_from_dict({**SMALL, "capture": {"clients": True}})
+    with Topology(spec, engine="native", capture_dir=tmp_path) as topo:
+        prefix, inodes = topo.prefix, netns_inodes(topo.prefix)
+        a, b = topo.clients[1], topo.servers[0]  # a: 5 ms each way; b: 2 ms
+        topo.run_in(a, ["ping", "-n", "-c", "10", "-i", "0.02", "-I", a.ip, b.ip])
+        f = topo.fg_clients[0]  # not a background client: not captured beside them
+        topo.run_in(f, ["ping", "-n", "-c", "3", "-i", "0.02", "-I", f.ip, b.ip])
+        nodes = sorted({h.node for h in topo.clients})
+    assert nodes == ["c0", "c1"]
+    reports = {r["path"]: r for r in topo.report["captures"]}
+    a_ip, b_ip, f_ip = (ipaddress.IPv4Address(h.ip) for h in (a, b, f))
+    for node in nodes:
+        for d in ("forward", "reverse"):
+            path = tmp_path / f"clients-{node}-{d}.pcap"
+            assert reports[str(path)]["dropped"] == 0
+            pkts = read_pcap(path)
+            assert all(f_ip not in (src, dst) for _, src, dst in pkts)
+            mine = [p for p in pkts if a_ip in p[1:]]
+            if node != a.node:
+                assert mine == []
+                continue
+            want = (a_ip, b_ip) if d == "forward" else (b_ip, a_ip)
+            assert len(mine) == 10 and all(p[1:] == want for p in mine)
+    def stamps(path, src, dst):
+        return [float(ts) for ts, s, t in read_pcap(path) if (s, t) == (src, dst)]
+    sent = stamps(tmp_path / f"clients-{a.node}-forward.pcap", a_ip, b_ip)
+    at_bn = stamps(tmp_path / "bottleneck-forward.pcap", a_ip, b_ip)
+    back_bn = stamps(tmp_path / "bottleneck-reverse.pcap", b_ip, a_ip)
+    got = stamps(tmp_path / f"clients-{a.node}-reverse.pcap", b_ip, a_ip)
+    up = [y - x for x, y in zip(sent, at_bn, strict=True)]
+    down = [y - x for x, y in zip(back_bn, got, strict=True)]
+    # the bottleneck capture stamps a packet as it leaves the bottleneck's 10 ms
+    assert all(0.015 <= d < 0.018 for d in up), up  # uplink 5 ms + bottleneck 10 ms
+    assert all(0.005 <= d < 0.008 for d in down), down  # downlink 5 ms
+    assert traces(prefix, inodes) == []
+
+
 def test_exception_inside_tears_down():
     spec = spec_from_dict({**SMALL, "clients": {"count": 2, "access": {"delay_ms": 1}}})
     with pytest.raises(RuntimeError, match="boom"), Topology(spec, engine="native") as topo:

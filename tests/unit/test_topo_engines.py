@@ -173,3 +173,36 @@ def test_group_links_explicit_and_model(tmp_path):
     hosts = resolve_host_links(s, plan_addresses(s))
     assert [ip for ip, _ in hosts["left"]][:2] == [ipaddress.IPv4Address("10.77.0.2"),
                                                    ipaddress.IPv4Address("10.77.0.3")]
+
+
+@pytest.mark.parametrize(
+    ("requested", "facts", "ok"),
+    [("auto", EngineFacts(True, True, True), True),  # auto picks native for the tap
+     ("native", EngineFacts(True, True, True), True),
+     ("netem", EngineFacts(True, True, True), False),
+     ("auto", EngineFacts(True, True, False, "no AF_PACKET"), False)],
+)
+def test_capture_beside_the_clients_needs_the_native_engine(tmp_path, monkeypatch, requested,
+                                                            facts, ok):
+    """netem shapes an uplink on the host's own interface, before any tap: refused before
+    anything is built; auto takes the native engine when it can."""
+    from swell.topologies.topology import Topology
+
+    spec = spec_from_dict({**SPEC.model_dump(mode="json"), "capture": {"clients": True}})
+    topo = Topology(spec, engine=requested, facts=facts, state_root=tmp_path,
+                    capture_dir=tmp_path / "cap")
+    if ok:
+        picked = []
+
+        def stop_here(name):  # the engine chosen; nothing is built
+            picked.append(name)
+            raise RuntimeError("stop")
+
+        monkeypatch.setattr("swell.topologies.topology.make_engine", stop_here)
+        with pytest.raises(RuntimeError, match="stop"):
+            topo.up()
+        assert picked == ["native"]
+    else:
+        with pytest.raises(SwellError, match="capture.clients.*native engine"):
+            topo.up()
+        assert list(tmp_path.iterdir()) == []  # refused before any state was written
