@@ -111,15 +111,20 @@ class PairTimes:
 
 def pair_times(conn: Any, start: float, path: PathEstimate) -> tuple[list[PairTimes], float]:
     """Each pair's estimated times if the connection opens at ``start`` (a TCP handshake
-    first), and when the connection ends (half a round trip to close)."""
+    first), and when the connection ends (half a round trip to close). An anchored
+    request (the connection's ``at``) starts at its time from ``start``, or when the
+    previous response ends if that is later, as ``swell-gen`` sends it."""
     e = start + (path.rtt_s if conn.proto == "tcp" else 0.0)
     out = []
     waits = getattr(conn, "pair_waits", None) or (0.0,) * len(conn.pairs)
-    for (req, rsp, think), wait in zip(conn.pairs, waits, strict=True):
+    at = getattr(conn, "at", None) or ()
+    for i, ((req, rsp, think), wait) in enumerate(zip(conn.pairs, waits, strict=True)):
         q = e + transfer_s(round(req * path.req_weight), path)
         r = q + wait + transfer_s(rsp, path)
-        out.append(PairTimes(e, q, q + wait, r, r + think))
-        e = r + think
+        anchor = at[i + 1] if i + 1 < len(at) and at[i + 1] >= 0 else None
+        end = r + think if anchor is None else max(start + anchor, r)
+        out.append(PairTimes(e, q, q + wait, r, end))
+        e = end
     return out, e + path.rtt_s / 2
 
 

@@ -37,6 +37,7 @@ from swell.extract import modeldir
 from swell.extract.conntypes import ConnTable
 from swell.extract.network import NET_PARAMS, SIDES, Evidence, describe, estimate_network
 from swell.extract.sessions import (
+    ANCHOR_PARAMS,
     APP_PARAMS,
     JOINT_PARAMS,
     SESSION_PARAMS,
@@ -97,6 +98,8 @@ PARAM_UNITS = {
     "pairRsp": "bytes per response, per pair as pairReq",
     "pairThink": "s from a pair's response end to its connection's next request (0 last)",
     "rspWait": "s a server waited between a request's end and its response (its latency)",
+    "pairAt": "s from the connection's first packet to the pair's request, per pair as "
+              "pairReq (-1: no request seen)",
     "delay_s": "one-way access delay, s",
     "capacity_bps": "access capacity, bit/s",
     "loss": "loss rate (retransmitted / data segments)",
@@ -244,7 +247,7 @@ def fit_model(
     arrays: dict[str, np.ndarray] = {}
     server_ids = net.sides["server"]["hosts"]
     for app, vals in params.items():
-        for name in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS + WAIT_PARAMS:
+        for name in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS + WAIT_PARAMS + ANCHOR_PARAMS:
             if name not in vals:
                 continue
             v = vals[name]
@@ -390,6 +393,8 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
     keys = [f"app/{app}/{p}" for p in SESSION_PARAMS]
     present = [k in arrays for k in keys]
     if not any(present):
+        if f"app/{app}/{ANCHOR_PARAMS[0]}" in arrays:
+            raise SwellError(where, f"app/{app}/{ANCHOR_PARAMS[0]} without {app}'s sessions")
         return  # a model written before them: rre_draw="session" falls back
     if not all(present) or f"app/{app}/rreConns" not in arrays:
         raise SwellError(
@@ -420,3 +425,8 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
     for k, a in ((keys[1], gaps), (keys[4], think)):
         if not np.isfinite(a).all() or (len(a) and a.min() < 0):
             raise SwellError(where, f"{k} holds negative, NaN or infinite times")
+    at_key = f"app/{app}/{ANCHOR_PARAMS[0]}"
+    if at_key in arrays:  # optional: models written before it have none
+        at = np.asarray(arrays[at_key])
+        if at.ndim != 1 or len(at) != n or not np.isfinite(at).all() or at.dtype.kind != "f":
+            raise SwellError(where, f"{at_key} must hold {n} times (s; -1: none), one per pair")

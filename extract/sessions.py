@@ -185,6 +185,10 @@ SESSION_PARAMS = ("sessRres", "sessGaps", "pairReq", "pairRsp", "pairThink")
 # The servers' own latency per pair, pooled per application (optional: models written
 # before it have none, and their schedules no waits): :func:`server_waits`.
 WAIT_PARAMS = ("rspWait",)
+# When each pair's request left in the trace, from its connection's first packet (optional
+# beside the whole sessions; -1: no request seen): a whole session replays a request that
+# followed a long pause at that time (``generators/schedule.py``, anchors).
+ANCHOR_PARAMS = ("pairAt",)
 
 
 @dataclass(frozen=True)
@@ -351,10 +355,10 @@ def app_parameters(
             "rspSize": p["rsp_size"][pm],
             "reqThink": np.maximum(pthink, 0.0, out=pthink),
             "rspWait": pwait,
-            **session_pairs(p, by_conn, app_rows[ai]),
+            **session_pairs(p, by_conn, app_rows[ai], start),
         }
         out[app] = {k: vals[k] for k in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS
-                    + WAIT_PARAMS}
+                    + WAIT_PARAMS + ANCHOR_PARAMS if k in vals}  # no pairAt without times
     return out, summary
 
 
@@ -387,9 +391,11 @@ def _pairs_by_conn(p: dict[str, np.ndarray], nconn: int) -> tuple[np.ndarray, np
 
 
 def session_pairs(p: dict[str, np.ndarray], by_conn: tuple[np.ndarray, np.ndarray, np.ndarray],
-                  rows: np.ndarray) -> dict[str, np.ndarray]:
+                  rows: np.ndarray, start: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """``pairReq``, ``pairRsp`` and ``pairThink`` of the connections ``rows``, in that
-    order, each connection's pairs in order (:data:`SESSION_PARAMS`)."""
+    order, each connection's pairs in order (:data:`SESSION_PARAMS`); with the
+    connections' ``start`` times also ``pairAt`` (:data:`ANCHOR_PARAMS`): each request's
+    time from its connection's first packet, -1 where the pair has no request."""
     order, first, count = by_conn
     n = count[rows]
     total = int(n.sum())
@@ -402,7 +408,11 @@ def session_pairs(p: dict[str, np.ndarray], by_conn: tuple[np.ndarray, np.ndarra
         last = np.zeros(total, dtype=bool)
         last[np.cumsum(n)[n > 0] - 1] = True
         after[:-1] = np.where(last[:-1] | np.isnan(nxt), 0.0, np.maximum(nxt, 0.0))
-    return {"pairReq": p["req_size"][idx], "pairRsp": p["rsp_size"][idx], "pairThink": after}
+    out = {"pairReq": p["req_size"][idx], "pairRsp": p["rsp_size"][idx], "pairThink": after}
+    if start is not None and "req_t0" in p:
+        at = p["req_t0"][idx] - start[p["conn"][idx]]
+        out["pairAt"] = np.where(np.isfinite(at), np.maximum(at, 0.0), -1.0)
+    return out
 
 
 def rre_offsets(start: np.ndarray, rre: np.ndarray) -> np.ndarray:

@@ -16,7 +16,8 @@ always says how it was derived.
   4 ms): each access link's one-way delay becomes ``rtt / 4``, so a path
   client link + server link, traversed both ways, adds up to ``rtt``.
 * :func:`zero_think` sets user think times (``interRRE``) and the in-connection
-  request think times (``reqThink``) to 0.
+  request think times (``reqThink``) to 0, and drops the whole sessions' request
+  times (``pairAt``, which hold the trace's pauses).
 
 The size and think-time variants act on the whole sessions too when the model
 stores them (``pairReq``, ``pairRsp``, ``sessGaps``, ``pairThink``: what
@@ -110,6 +111,8 @@ def zero_think(model: SwingModel) -> SwingModel:
             key = f"app/{app}/{p}"
             if key in m.arrays:
                 m.arrays[key] = np.zeros_like(m.arrays[key])
+        # the requests' times in the trace hold its pauses: no anchors without them
+        m.arrays.pop(f"app/{app}/pairAt", None)
     return _record(m, "zero_think")
 
 

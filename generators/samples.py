@@ -56,6 +56,9 @@ class AppSamples:
     pair_req: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     pair_rsp: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     pair_think: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # per pair as pair_req, when its request left in the trace, from its connection's
+    # first packet (-1: none; empty: a model without them): the anchors of long pauses
+    pair_at: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # the servers' waits before a response (rspWait; empty: a model without them, none),
     # drawn per TCP pair with their own generator (wait_rng, set by build_schedule), so
     # the rest of a schedule is drawn as without them
@@ -78,6 +81,8 @@ class AppSamples:
                            or not len(self.pair_req) == len(self.pair_rsp)
                            == len(self.pair_think) == self._pair_start[-1]):
             raise SwellError(self.name, "the whole sessions' arrays do not agree")
+        if self.whole and self.pair_at.size and self.pair_at.size != self.pair_req.size:
+            raise SwellError(self.name, "the whole sessions' request times do not agree")
 
     @property
     def whole(self) -> bool:
@@ -116,8 +121,11 @@ def _session_fields(model: Any, name: str) -> dict[str, np.ndarray]:
     """An application's whole sessions (the size and think-time variants are already
     in them: :mod:`swell.extract.variants` applies them where it applies them to the
     pooled samples)."""
-    return {k: np.asarray(model.samples(name, p), dtype=np.int64 if k in (
+    out = {k: np.asarray(model.samples(name, p), dtype=np.int64 if k in (
         "sess_rres", "pair_req", "pair_rsp") else float) for k, p in SESSION_FIELDS.items()}
+    if f"app/{name}/pairAt" in model.arrays:  # else: written before them, no anchors
+        out["pair_at"] = np.asarray(model.samples(name, "pairAt"), dtype=float)
+    return out
 
 
 def apps_for_draw(apps: list[AppSamples], rre_draw: str) -> list[AppSamples]:

@@ -9,7 +9,15 @@ pairs ``(req_bytes, rsp_bytes, think_s)``, ``think_s`` being the pause after
 that pair's response before the next request, and (TCP, optional) per pair the
 server's wait between the request's end and its response (``Conn.waits``, a
 pair's fourth number in the file: the model's ``rspWait``, drawn with a
-generator of its own so the rest of the draw is as without it).
+generator of its own so the rest of the draw is as without it). A connection's
+optional ``at`` (one number per pair, negative for none) anchors requests: such a
+request leaves at that time from the connection's start, or as soon as the previous
+response is in if that is later, instead of ``think_s`` after it. A whole session
+(below) anchors the requests that followed a pause of :data:`ANCHOR_THINK_S` or more
+at their times in the trace (the model's ``pairAt``): the pause is the user's, and
+replayed after each connection's own response, with its own transfer times and drawn
+server waits, a page's requests drift apart by hundreds of milliseconds where the
+trace's came together (docs/fidelity.md).
 
 The file format (read by ``swell-gen run``) is JSON lines: one header line
 ``{"format": "swell-schedule", "version": 1, "seed", "sessions", "duration_s",
@@ -71,6 +79,10 @@ from swell.inet import hostport, split_hostport
 FORMAT = "swell-schedule"
 VERSION = 1
 MIN_REQ = {"tcp": 8, "udp": 24}
+# a whole session's request after a pause this long leaves at its time in the trace
+# (from its connection's start; the model's pairAt), not after its own response: the pause
+# is the user's, and the trace's requests after it on a page's connections came together
+ANCHOR_THINK_S = 0.5
 WAIT_STREAM = 0x57A17  # the servers' waits' own generator: default_rng([seed, WAIT_STREAM])
 WAIT_MIN_REQ = 12  # a TCP request carrying a server wait: swell-gen's header and the u32 wait
 MAX_WAIT_S = ((1 << 32) - 1) / 1e6  # the wait travels in microseconds (u32)
@@ -86,6 +98,9 @@ class Conn:
     pairs: tuple[tuple[int, int, float], ...]
     # the server's wait between each pair's request and its response (empty: none); TCP
     waits: tuple[float, ...] = ()
+    # per pair (empty: none): the request's earliest time from the connection's start,
+    # s, negative for none (a whole session's requests after a long pause: ANCHOR_THINK_S)
+    at: tuple[float, ...] = ()
 
     @property
     def pair_waits(self) -> tuple[float, ...]:
@@ -139,7 +154,8 @@ def _session_obj(s: Session) -> dict[str, Any]:
         {"gap": round(r.gap, 9), "conns": [
             {"server": c.server, "proto": c.proto, "app": c.app, "offset": round(c.offset, 9),
              "pairs": [[q, a, round(k, 9), *((round(w, 6),) if c.waits else ())]
-                       for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True)]}
+                       for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True)],
+             **({"at": [round(x, 9) for x in c.at]} if c.at else {})}
             for c in r.conns]}
         for r in s.rres]}
 
@@ -175,7 +191,9 @@ def _parse_session(obj: Any, where: str) -> Session:
         ro = _strict(r, {"gap", "conns"}, "rre", where)
         conns = []
         for c in ro["conns"]:
-            co = _strict(c, {"server", "proto", "app", "offset", "pairs"}, "connection", where)
+            keys = {"server", "proto", "app", "offset", "pairs"}
+            co = _strict(c, keys | ({"at"} if isinstance(c, dict) and "at" in c else set()),
+                         "connection", where)
             if any(not isinstance(x, list) or len(x) not in (3, 4) for x in co["pairs"]):
                 raise SwellError(where, "a pair is not [request, response, think(, wait)]")
             pairs = tuple((int(x[0]), int(x[1]), float(x[2])) for x in co["pairs"])
@@ -183,8 +201,11 @@ def _parse_session(obj: Any, where: str) -> Session:
             if waits and len(waits) != len(pairs):
                 raise SwellError(where, "a connection's pairs mix [req, rsp, think] and "
                                  "[req, rsp, think, wait]")
+            at = co.get("at", [])
+            if not isinstance(at, list) or not all(isinstance(x, int | float) for x in at):
+                raise SwellError(where, "a connection's at is not a list of times")
             conns.append(Conn(co["server"], co["proto"], co["app"], float(co["offset"]), pairs,
-                              waits))
+                              waits, tuple(float(x) for x in at)))
         rres.append(Rre(float(ro["gap"]), tuple(conns)))
     return Session(int(o["id"]), float(o["t"]), str(o["client"]), tuple(rres))
 
@@ -242,6 +263,9 @@ def _check_conn(c: Conn, sid: int, where: str | os.PathLike[str]) -> None:
     if c.waits and len(c.waits) != len(c.pairs):
         raise SwellError(where, f"session {sid}: {len(c.waits)} server waits for "
                          f"{len(c.pairs)} pairs")
+    if c.at and (len(c.at) != len(c.pairs) or not np.isfinite(c.at).all()):
+        raise SwellError(where, f"session {sid}: {len(c.at)} request times for "
+                         f"{len(c.pairs)} pairs, or one not finite")
     for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True):
         least = WAIT_MIN_REQ if w > 0 else MIN_REQ[c.proto]
         if not least <= q <= MAX_BYTES or not 0 <= a <= MAX_BYTES or k < 0:
@@ -318,15 +342,27 @@ def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
             req[low] = MIN_REQ[app.proto]
             pairs = tuple((int(q), int(min(x, MAX_BYTES)), round(float(h), 9)) for q, x, h
                           in zip(req, app.pair_rsp[a:b], app.pair_think[a:b], strict=True))
+            at: tuple[float, ...] = ()
             if not pairs:
                 meta["empty_conns"] = meta.get("empty_conns", 0) + 1
                 pairs = ((MIN_REQ[app.proto], 0, 0.0),)
             else:
                 pairs = (*pairs[:-1], (*pairs[-1][:2], 0.0))
+                at = _anchors(app, a, b)
             conns.append(Conn(server, app.proto, app.name,
-                              round(float(app.rre_offsets[c]), 9), pairs))
+                              round(float(app.rre_offsets[c]), 9), pairs, at=at))
         rres.append(Rre(round(gap, 9), tuple(conns)))
     return Session(0, round(t, 9), client, tuple(rres))
+
+
+def _anchors(app: AppSamples, a: int, b: int) -> tuple[float, ...]:
+    """The request times of pairs ``a:b`` (one connection) that follow a pause of at least
+    :data:`ANCHOR_THINK_S`, -1 for the others; empty when none (or no ``pairAt``)."""
+    if not app.pair_at.size or b - a < 2:
+        return ()
+    after_pause = np.r_[False, app.pair_think[a:b - 1] >= ANCHOR_THINK_S]
+    at = np.where(after_pause & (app.pair_at[a:b] >= 0), app.pair_at[a:b], -1.0)
+    return tuple(round(float(x), 9) for x in at) if (at >= 0).any() else ()
 
 
 def _draw_session(app: AppSamples, t: float, client: str, n_servers: int,

@@ -72,16 +72,21 @@ def _left(nbytes: int, a: float, b: float, at: float) -> int:
 
 
 def _pairs_left(conn: Any, pairs: list[PairTimes], at: float, min_req: int, wait_req: int
-                ) -> tuple[tuple[tuple[int, int, float], ...], tuple[float, ...], float]:
+                ) -> tuple[tuple[tuple[int, int, float], ...], tuple[float, ...], float,
+                           list[int]]:
     """The pairs of a connection under way at ``at`` still to move, their server waits,
-    and when the first of them starts (``at`` when one is under way). A request cut
-    short keeps at least ``min_req`` bytes, or ``wait_req`` when it carries a wait."""
+    when the first of them starts (``at`` when one is under way) and their indices. A
+    request cut short keeps at least ``min_req`` bytes, or ``wait_req`` when it carries
+    a wait."""
     kept: list[tuple[int, int, float]] = []
     waits: list[float] = []
+    idx: list[int] = []
     first = None
-    for (req, rsp, think), wait, p in zip(conn.pairs, conn.pair_waits, pairs, strict=True):
+    for i, ((req, rsp, think), wait, p) in enumerate(zip(conn.pairs, conn.pair_waits, pairs,
+                                                          strict=True)):
         if p.rsp_end <= at:  # moved (and its think time, if any, is under way)
             continue
+        idx.append(i)
         if p.start >= at:
             kept.append((req, rsp, think))
             waits.append(wait)
@@ -98,7 +103,18 @@ def _pairs_left(conn: Any, pairs: list[PairTimes], at: float, min_req: int, wait
             kept.append((min_req, _left(rsp, p.rsp_start, p.rsp_end, at), think))
             waits.append(0.0)
         first = at
-    return tuple(kept), tuple(waits), at if first is None else first
+    return tuple(kept), tuple(waits), at if first is None else first, idx
+
+
+def _anchors_left(conn: Any, idx: list[int], shift: float) -> tuple[float, ...]:
+    """The anchors of the kept pairs ``idx`` of a connection reopened ``shift`` s after it
+    first opened: moved by that (0 when already due), none on the first kept pair."""
+    at = getattr(conn, "at", None) or ()
+    if not at:
+        return ()
+    left = [-1.0] + [round(max(at[j] - shift, 0.0), 9) if at[j] >= 0 else -1.0
+                     for j in idx[1:]]
+    return tuple(left) if any(x >= 0 for x in left) else ()
 
 
 def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: float = 0.0,
@@ -123,10 +139,11 @@ def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: 
             if c0 >= at:
                 kept.append(replace(c, offset=round(c0 - at, 9)))
                 continue
-            left, waits, first = _pairs_left(c, pairs, at, min_req[c.proto], wait_req)
+            left, waits, first, idx = _pairs_left(c, pairs, at, min_req[c.proto], wait_req)
             if left:
                 kept.append(replace(c, offset=round(first - at, 9), pairs=left,
-                                    waits=waits if any(waits) else ()))
+                                    waits=waits if any(waits) else (),
+                                    at=_anchors_left(c, idx, first - c0)))
         if kept:  # the session restarts when its first kept connection opens
             first = min(c.offset for c in kept)
             kept = [replace(c, offset=round(c.offset - first, 9)) for c in kept]

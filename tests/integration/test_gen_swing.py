@@ -100,6 +100,33 @@ def test_server_waits_are_honoured(netns, tmp_path: Path) -> None:
     assert first["rres"][0]["conns"][0]["pairs"] == [[100, 1000, 0.0, 0.3], [12, 5000, 0.0, 0.2]]
 
 
+def test_anchored_requests_leave_at_their_time(netns, tmp_path: Path) -> None:
+    """A request with an anchor (``at``) leaves at that time from its connection's start
+    instead of its think time after the previous response; at once when the response
+    ends after it (a server wait here)."""
+    ns = netns.add("gen")
+    srv = "127.0.2.1:7004"
+    two = ((100, 1000, 0.6), (100, 1000, 0.0))
+    early = Conn(srv, "tcp", "web-tcp", 0.0, two, at=(-1.0, 0.3))  # 0.3 s, not 0.6 think
+    passed = Conn(srv, "tcp", "web-tcp", 0.0, ((100, 1000, 0.0), (100, 1000, 0.0)),
+                  at=(-1.0, 0.0))  # already due when the first response ends
+    late = Conn(srv, "tcp", "web-tcp", 0.0, ((100, 1000, 0.6), (100, 1000, 0.0)), (0.2, 0.0),
+                at=(-1.0, 0.1))  # the response ends at 0.2 s: then at once, not 0.6 later
+    plain = Conn(srv, "tcp", "web-tcp", 0.0, two)  # no anchor: the think time
+    sessions = [Session(i, 0.0, f"127.0.1.{i + 1}", (Rre(0.0, (c,)),))
+                for i, c in enumerate((early, passed, late, plain))]
+    gen, records = run_swing(ns, Schedule(1, 5.0, sessions), tmp_path)
+    assert verify_records(gen.sched, records) == []
+    took = {r["session"]: r["end"] - r["start"] for r in records}
+    tol = 0.03
+    assert 0.3 <= took[0] < 0.3 + tol, took
+    assert took[1] < tol, took
+    assert 0.2 <= took[2] < 0.2 + tol, took
+    assert 0.6 <= took[3] < 0.6 + tol, took
+    first = json.loads((tmp_path / "sched.jsonl").read_text().splitlines()[1])
+    assert first["rres"][0]["conns"][0]["at"] == [-1.0, 0.3]
+
+
 def test_sigterm_stops_cleanly_and_cuts_open_connections(netns, tmp_path: Path) -> None:
     ns = netns.add("gen")
     sessions = [Session(i, i * 0.01, "127.0.1.1",

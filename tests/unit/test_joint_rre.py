@@ -28,7 +28,13 @@ from swell.extract.connections import build_connections
 from swell.extract.conntypes import ConnTable
 from swell.extract.model import FORMAT, FORMAT_VERSION, load_model
 from swell.extract.reader import open_trace
-from swell.extract.sessions import JOINT_PARAMS, SESSION_PARAMS, Thresholds, app_parameters
+from swell.extract.sessions import (
+    ANCHOR_PARAMS,
+    JOINT_PARAMS,
+    SESSION_PARAMS,
+    Thresholds,
+    app_parameters,
+)
 from swell.generators.schedule import (
     Schedule,
     build_schedule,
@@ -92,7 +98,7 @@ def _old_copy(src: Path, dest: Path) -> Path:
     that came after it, removed)."""
     meta, arrays = modeldir.load(src, FORMAT, FORMAT_VERSION, "swing")
     keep = {k: v for k, v in arrays.items()
-            if k.rsplit("/", 1)[-1] not in JOINT_PARAMS + SESSION_PARAMS}
+            if k.rsplit("/", 1)[-1] not in JOINT_PARAMS + SESSION_PARAMS + ANCHOR_PARAMS}
     modeldir.save(dest, meta, keep, default=str)
     return dest
 

@@ -25,7 +25,13 @@ from swell.cli import main as swell_main
 from swell.extract import modeldir, variants
 from swell.extract.conntypes import ConnTable
 from swell.extract.model import FORMAT, FORMAT_VERSION, load_model, save_model
-from swell.extract.sessions import JOINT_PARAMS, SESSION_PARAMS, Thresholds, app_parameters
+from swell.extract.sessions import (
+    ANCHOR_PARAMS,
+    JOINT_PARAMS,
+    SESSION_PARAMS,
+    Thresholds,
+    app_parameters,
+)
 from swell.generators.schedule import build_schedule, load_app_samples
 from tests.unit.test_joint_rre import CLIENTS, EXAMPLE, SERVERS, _file, http_table
 
@@ -72,7 +78,7 @@ def _without(src: Path, dest: Path, params: tuple[str, ...]) -> Path:
 
 def test_joint_and_independent_unchanged_and_the_fallback(
         example_model: Path, tmp_path: Path) -> None:
-    before = _without(example_model, tmp_path / "before", SESSION_PARAMS)
+    before = _without(example_model, tmp_path / "before", SESSION_PARAMS + ANCHOR_PARAMS)
     assert not any(load_model(before).has_sessions(a) for a in load_model(before).apps)
     assert all(load_model(example_model).has_sessions(a)
                for a in load_model(example_model).apps)

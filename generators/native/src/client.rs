@@ -506,9 +506,10 @@ impl Runner {
     /// A request/response pair ended; true if the connection continues now.
     fn pair_done(&mut self, slot: usize) -> bool {
         let c = self.conns[slot].as_ref().unwrap();
-        let pairs = &self.spec(c.s, c.r, c.c).pairs;
-        let think = pairs[c.pair].think;
-        let last = c.pair + 1 == pairs.len();
+        let spec = self.spec(c.s, c.r, c.c);
+        let think = spec.pairs[c.pair].think;
+        let last = c.pair + 1 == spec.pairs.len();
+        let anchor = spec.anchor(c.pair + 1);
         let gen = c.gen;
         if last {
             self.finish(slot, None);
@@ -518,13 +519,20 @@ impl Runner {
         c.pair += 1;
         c.sent = 0;
         c.recvd = 0;
-        if think <= 0.0 {
+        let now = mono_ns();
+        // an anchored request leaves at its time from the connection's start, or now
+        let due = match anchor {
+            Some(a) => c.start + to_ns(a),
+            None if think > 0.0 => now + to_ns(think),
+            None => now,
+        };
+        if due <= now {
             c.phase = Phase::Sending;
             return true;
         }
         c.phase = Phase::Thinking;
         self.push(
-            mono_ns() + to_ns(think),
+            due,
             Timer::PairNext {
                 slot: slot as u32,
                 gen,

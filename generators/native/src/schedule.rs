@@ -10,7 +10,10 @@
 //! `gap` is the idle time between the end of the previous RRE and this one;
 //! `offset` is a connection's start relative to its RRE's start; a pair's
 //! optional fourth number is the server's wait between the request's end and
-//! its response (absent: 0). Unknown
+//! its response (absent: 0). A connection's optional `at` (one number per pair,
+//! negative for none) anchors a request: it leaves at that time from the
+//! connection's start, or as soon as the previous response is in if that is
+//! later, instead of the previous pair's think time after it. Unknown
 //! fields are errors, so a misspelt key never goes unnoticed.
 
 use std::io::BufRead;
@@ -61,6 +64,17 @@ pub struct ConnSpec {
     pub app: String,
     pub offset: f64,
     pub pairs: Vec<Pair>,
+    /// per pair (empty: none): the request's earliest time from the connection's
+    /// start, s; negative: after the previous response and its think time
+    #[serde(default)]
+    pub at: Vec<f64>,
+}
+
+impl ConnSpec {
+    /// Pair `i`'s anchor (s from the connection's start), if it has one.
+    pub fn anchor(&self, i: usize) -> Option<f64> {
+        self.at.get(i).copied().filter(|a| *a >= 0.0)
+    }
 }
 
 /// One request/response exchange: `[req, rsp, think]` or `[req, rsp, think, wait]`.
@@ -133,6 +147,14 @@ fn check_session(s: &Session, line: usize) -> Result<(), String> {
             } as u32;
             if !(c.offset >= 0.0) || c.pairs.is_empty() {
                 return bad("a connection has a negative offset or no pairs".into());
+            }
+            let bad_at = c.at.len() != c.pairs.len() || !c.at.iter().all(|a| a.is_finite());
+            if !c.at.is_empty() && bad_at {
+                return bad(format!(
+                    "{} request times (at) for {} pairs, or one not finite",
+                    c.at.len(),
+                    c.pairs.len()
+                ));
             }
             for p in &c.pairs {
                 let min = if p.wait > 0.0 && c.proto == Proto::Tcp {
