@@ -117,11 +117,11 @@ def pair_times(conn: Any, start: float, path: PathEstimate) -> tuple[list[PairTi
     e = start + (path.rtt_s if conn.proto == "tcp" else 0.0)
     out = []
     waits = getattr(conn, "pair_waits", None) or (0.0,) * len(conn.pairs)
-    at = getattr(conn, "at", None) or ()
+    anchor_of = getattr(conn, "anchor", lambda i: None)
     for i, ((req, rsp, think), wait) in enumerate(zip(conn.pairs, waits, strict=True)):
         q = e + transfer_s(round(req * path.req_weight), path)
         r = q + wait + transfer_s(rsp, path)
-        anchor = at[i + 1] if i + 1 < len(at) and at[i + 1] >= 0 else None
+        anchor = anchor_of(i + 1)
         end = r + think if anchor is None else max(start + anchor, r)
         out.append(PairTimes(e, q, q + wait, r, end))
         e = end

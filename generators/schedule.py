@@ -102,6 +102,10 @@ class Conn:
     # s, negative for none (a whole session's requests after a long pause: ANCHOR_THINK_S)
     at: tuple[float, ...] = ()
 
+    def anchor(self, i: int) -> float | None:
+        """Pair ``i``'s anchor (s from the connection's start), if it has one."""
+        return self.at[i] if i < len(self.at) and self.at[i] >= 0 else None
+
     @property
     def pair_waits(self) -> tuple[float, ...]:
         """Each pair's server wait (0 when the connection has none)."""
@@ -172,11 +176,13 @@ def write_schedule(path: str | os.PathLike[str], sched: Schedule) -> Path:
     return Path(path)
 
 
-def _strict(obj: Any, keys: set[str], what: str, where: str) -> dict[str, Any]:
+def _strict(obj: Any, keys: set[str], what: str, where: str,
+            optional: frozenset[str] = frozenset({"meta"})) -> dict[str, Any]:
+    """``obj`` as a dict with exactly ``keys`` (those in ``optional`` may be absent)."""
     if not isinstance(obj, dict):
         raise SwellError(where, f"{what} is not an object")
     unknown = set(obj) - keys
-    missing = keys - set(obj) - {"meta"}
+    missing = keys - set(obj) - optional
     if unknown:
         raise SwellError(where, f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
     if missing:
@@ -191,9 +197,8 @@ def _parse_session(obj: Any, where: str) -> Session:
         ro = _strict(r, {"gap", "conns"}, "rre", where)
         conns = []
         for c in ro["conns"]:
-            keys = {"server", "proto", "app", "offset", "pairs"}
-            co = _strict(c, keys | ({"at"} if isinstance(c, dict) and "at" in c else set()),
-                         "connection", where)
+            co = _strict(c, {"server", "proto", "app", "offset", "pairs", "at"}, "connection",
+                         where, optional=frozenset({"at"}))
             if any(not isinstance(x, list) or len(x) not in (3, 4) for x in co["pairs"]):
                 raise SwellError(where, "a pair is not [request, response, think(, wait)]")
             pairs = tuple((int(x[0]), int(x[1]), float(x[2])) for x in co["pairs"])

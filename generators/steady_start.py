@@ -109,10 +109,9 @@ def _pairs_left(conn: Any, pairs: list[PairTimes], at: float, min_req: int, wait
 def _anchors_left(conn: Any, idx: list[int], shift: float) -> tuple[float, ...]:
     """The anchors of the kept pairs ``idx`` of a connection reopened ``shift`` s after it
     first opened: moved by that (0 when already due), none on the first kept pair."""
-    at = getattr(conn, "at", None) or ()
-    if not at:
+    if not conn.at:
         return ()
-    left = [-1.0] + [round(max(at[j] - shift, 0.0), 9) if at[j] >= 0 else -1.0
+    left = [-1.0] + [-1.0 if (a := conn.anchor(j)) is None else round(max(a - shift, 0.0), 9)
                      for j in idx[1:]]
     return tuple(left) if any(x >= 0 for x in left) else ()
 
