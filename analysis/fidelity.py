@@ -152,9 +152,9 @@ def fidelity(
 
 
 # Parameters compared by KS: per-application distributions and per-host network values.
-# Left out: sessionStart (absolute times) and rreServer (host indices), which are not
-# comparable across captures, and the hosts / *_measured bookkeeping arrays.
-KS_SKIP_PARAMS = ("sessionStart", "rreServer", "hosts")
+# Left out: sessionStart (absolute times), rreServer and sessClient (host indices), which
+# are not comparable across captures, and the hosts / *_measured bookkeeping arrays.
+KS_SKIP_PARAMS = ("sessionStart", "rreServer", "sessClient", "hosts")
 KS_MIN_SAMPLES = 10  # below this a KS distance says little; the table flags it
 
 

@@ -94,6 +94,7 @@ from swell.analysis.fidelity import (  # noqa: E402
 )
 from swell.analysis.timeseries import directions_by_rule, load_packets  # noqa: E402
 from swell.experiments.tcpsettings import CONGESTION_CONTROLS  # noqa: E402
+from swell.extract.network import AT_CLIENTS_S  # noqa: E402
 from swell.fsutil import write_json  # noqa: E402
 from swell.generators.schedule import read_schedule  # noqa: E402
 
@@ -199,8 +200,8 @@ RRE_DRAW = "independent"  # --rre-draw joint: each RRE drawn whole (docs/scale.m
 START = "steady"  # --start empty: every session arrives in the run (before 2026-11-30)
 SERVER_WAIT = True  # --no-server-wait: responses leave at once (before 2026-11-30 noon)
 SERVER_MATCH = "delay"  # --server-match none: hosts in any order (before 2026-11-30 evening)
+CLIENT_MATCH = "link"  # --client-match none: whole sessions on the least loaded client host
 MONITOR = "auto"  # --monitor: where the generated traffic is judged (monitor_of)
-AT_CLIENTS_S = 0.5e-3  # clients this close to the monitor: it sat beside them
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
 CAP_SCALE = 1.0  # --capacity-scale: every access link's capacity times this
@@ -243,7 +244,7 @@ def swing_background(model_dir: Path, out: Path, seed: int = SEED) -> Any:
 
     options: dict[str, Any] = {"kind": "swing", "model": str(model_dir), "rre_draw": RRE_DRAW,
                                "start": START, "server_wait": SERVER_WAIT,
-                               "server_match": SERVER_MATCH}
+                               "server_match": SERVER_MATCH, "client_match": CLIENT_MATCH}
     if CALIBRATE:
         options["variant"] = {"target_mbps": load_model(model_dir).mean_rate_bps() / 1e6}
     kind = registry.make("background",
@@ -346,6 +347,7 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         "calibrated": CALIBRATE, "congestion_control": CC,
         "tcp_rmem": RMEM, "capacity_scale": CAP_SCALE, "server_delay_ms": SERVER_DELAY_MS,
         "client_rate_mbps": CLIENT_RATE_MBPS, "monitor": where, "monitor_why": why,
+        "client_match": sched.meta.get("hosts", {}).get("client_match"),
         "scheduled_payload_bps": {
             "c2s": 8.0 * sum(c.req_bytes for *_, c in sched.conns()) / run_s,
             "s2c": 8.0 * sum(c.rsp_bytes for *_, c in sched.conns()) / run_s},
@@ -565,6 +567,10 @@ def main() -> int:
     ap.add_argument("--server-match", choices=("delay", "none"), default="delay",
                     help="delay: an observed server's RREs go to the hosts nearest its own "
                     "delay (swell run's default); none: to hosts in any order")
+    ap.add_argument("--client-match", choices=("link", "none"), default="link",
+                    help="link: a whole session (--rre-draw session) goes to a client host "
+                    "whose link is nearest its own client's (swell run's default); none: to "
+                    "the least loaded client host (before 2026-12-01)")
     ap.add_argument("--cc", choices=CONGESTION_CONTROLS, default="reno",
                     help="TCP congestion control set in every namespace (default reno, as "
                     "`swell run` by default; a new namespace would inherit the host's)")
@@ -592,12 +598,13 @@ def main() -> int:
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
-    global SERVER_MATCH, CLIENT_RATE_MBPS, MONITOR
+    global SERVER_MATCH, CLIENT_MATCH, CLIENT_RATE_MBPS, MONITOR
     MONITOR = args.monitor
     CALIBRATE = args.calibrate
     START = args.start
     SERVER_WAIT = not args.no_server_wait
     SERVER_MATCH = args.server_match
+    CLIENT_MATCH = args.client_match
     RMEM, CAP_SCALE, SERVER_DELAY_MS = args.rmem, args.capacity_scale, args.server_delay_ms
     CLIENT_RATE_MBPS = args.client_rate_mbps
     if CLIENT_RATE_MBPS is not None and CLIENT_RATE_MBPS <= 0:
@@ -661,7 +668,8 @@ def main() -> int:
             runs = [by_seed[k] for k in sorted(by_seed)]
             summary = seeds_summary(runs, {
                 "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
-                "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH})
+                "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH,
+                "client_match": CLIENT_MATCH})
             summary["jobs"] = args.jobs
             write_json(args.out / name / "seeds.json", summary)
             text = seeds_table(name, summary)

@@ -39,6 +39,7 @@ from swell.extract.network import NET_PARAMS, SIDES, Evidence, describe, estimat
 from swell.extract.sessions import (
     ANCHOR_PARAMS,
     APP_PARAMS,
+    CLIENT_PARAMS,
     JOINT_PARAMS,
     SESSION_PARAMS,
     WAIT_PARAMS,
@@ -62,6 +63,7 @@ INT_PARAMS = (
     "sessRres",
     "pairReq",
     "pairRsp",
+    "sessClient",
 )
 RRE_DRAW_TEXT = {  # what SwingModel.rre_draw() means, for `swell model show`
     "joint": (
@@ -100,6 +102,7 @@ PARAM_UNITS = {
     "rspWait": "s a server waited between a request's end and its response (its latency)",
     "pairAt": "s from the connection's first packet to the pair's request, per pair as "
               "pairReq (-1: no request seen)",
+    "sessClient": "client host index (into net/client/hosts order) per session of sessRres",
     "delay_s": "one-way access delay, s",
     "capacity_bps": "access capacity, bit/s",
     "loss": "loss rate (retransmitted / data segments)",
@@ -247,12 +250,15 @@ def fit_model(
     arrays: dict[str, np.ndarray] = {}
     server_ids = net.sides["server"]["hosts"]
     for app, vals in params.items():
-        for name in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS + WAIT_PARAMS + ANCHOR_PARAMS:
+        for name in (APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS + WAIT_PARAMS + ANCHOR_PARAMS
+                     + CLIENT_PARAMS):
             if name not in vals:
                 continue
             v = vals[name]
             if name == "rreServer":
                 v = np.searchsorted(server_ids, v)
+            elif name == "sessClient":
+                v = np.searchsorted(net.sides["client"]["hosts"], v)
             arrays[f"app/{app}/{name}"] = np.asarray(
                 v, dtype=np.int64 if name in INT_PARAMS else np.float64
             )
@@ -393,8 +399,9 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
     keys = [f"app/{app}/{p}" for p in SESSION_PARAMS]
     present = [k in arrays for k in keys]
     if not any(present):
-        if f"app/{app}/{ANCHOR_PARAMS[0]}" in arrays:
-            raise SwellError(where, f"app/{app}/{ANCHOR_PARAMS[0]} without {app}'s sessions")
+        for p in ANCHOR_PARAMS + CLIENT_PARAMS:
+            if f"app/{app}/{p}" in arrays:
+                raise SwellError(where, f"app/{app}/{p} without {app}'s sessions")
         return  # a model written before them: rre_draw="session" falls back
     if not all(present) or f"app/{app}/rreConns" not in arrays:
         raise SwellError(
@@ -430,3 +437,11 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
         at = np.asarray(arrays[at_key])
         if at.ndim != 1 or len(at) != n or not np.isfinite(at).all() or at.dtype.kind != "f":
             raise SwellError(where, f"{at_key} must hold {n} times (s; -1: none), one per pair")
+    cl_key = f"app/{app}/{CLIENT_PARAMS[0]}"
+    if cl_key in arrays:  # optional: models written before it have none
+        cl = np.asarray(arrays[cl_key])
+        n_clients = len(arrays.get("net/client/hosts", ()))
+        if cl.ndim != 1 or len(cl) != len(rres) or cl.dtype.kind not in "iu" or (
+                len(cl) and (cl.min() < 0 or cl.max() >= n_clients)):
+            raise SwellError(where, f"{cl_key} must hold {len(rres)} client indices (into "
+                             f"net/client/hosts, {n_clients} hosts), one per session")

@@ -24,6 +24,16 @@ count of such hosts is reported and a per-host ``*_measured`` mask is kept.
 When no host at all has evidence for a parameter, a stated constant is
 assumed (``ASSUMED``) and the model says so.
 
+**Beside the clients** (the capture was taken on the users' machines: the
+clients' measured one-way delays have a median under ``AT_CLIENTS_S``), a
+server -> client packet pair is timed after the client's own downlink, so its
+rate is at most that downlink's: a client's capacity is then at least the
+fastest capacity of a server seen only through it (a server that talked to
+several clients may have got its mode through another's link, so it bounds
+none). A client without packet pairs of its own gets that bound instead of a
+draw from the servers' rates, which are its downlink's at best; the model says
+how many (``assumed``).
+
 One-directional traces: with SYNs but no SYN/ACKs, the client's ACK of the
 SYN/ACK still shows the full round trip SYN -> ACK at the monitor. It is then
 used as the server leg (``delay = rtt / 2``), assuming the monitor sits next to
@@ -48,6 +58,7 @@ from swell.extract.sessions import ready_cols
 SIDES = ("client", "server")
 NET_PARAMS = ("delay_s", "capacity_bps", "loss")
 ASSUMED = {"delay_s": 0.010, "capacity_bps": 100e6, "loss": 0.0}
+AT_CLIENTS_S = 0.5e-3  # clients this close to the monitor (median one way): it sat beside them
 
 
 @dataclass(frozen=True)
@@ -175,6 +186,57 @@ def _fill(values: dict[str, dict[str, np.ndarray]], ev: Evidence, net: NetworkMo
                 net.assumed.append(f"net/{side}/{param} = {ASSUMED[param]:g} for every host")
 
 
+def beside_clients(client_delay_s: np.ndarray) -> float | None:
+    """The median of the clients' measured one-way delays when it is under
+    ``AT_CLIENTS_S`` (the monitor sat beside them), else None."""
+    d = np.asarray(client_delay_s, dtype=float)
+    d = d[~np.isnan(d)]
+    if not d.size:
+        return None
+    med = float(np.median(d))
+    return med if med < AT_CLIENTS_S else None
+
+
+def downlink_bounds(
+    client_ids: np.ndarray, server_ids: np.ndarray, clients: np.ndarray,
+    servers: np.ndarray, server_cap: np.ndarray
+) -> np.ndarray:
+    """Per client (of the sorted ``clients``): the fastest measured capacity of the
+    servers (sorted ``servers``, ``server_cap`` NaN where unmeasured) that talked to
+    this client alone in the connections ``client_ids`` x ``server_ids``; NaN where
+    there is none."""
+    out = np.full(len(clients), np.nan)
+    if not len(client_ids):
+        return out
+    links = np.unique(np.stack([server_ids, client_ids]), axis=1)
+    srv, cli = links
+    n_clients = np.bincount(srv, minlength=int(servers[-1]) + 1)[srv]
+    cap = server_cap[np.searchsorted(servers, srv)]
+    ok = (n_clients == 1) & ~np.isnan(cap)
+    if ok.any():
+        np.fmax.at(out, np.searchsorted(clients, cli[ok]), cap[ok])
+    return out
+
+
+def _bound_downlinks(c: dict[str, np.ndarray], values: dict[str, dict[str, np.ndarray]],
+                     net: NetworkModel) -> None:
+    """Beside the clients, raise each client's capacity to its downlink bound."""
+    cl, sv = values["client"], values["server"]
+    med = beside_clients(cl["delay_s"])
+    if med is None:
+        return
+    bound = downlink_bounds(c["client"], c["server"], cl["hosts"], sv["hosts"],
+                            sv["capacity_bps"])
+    has = ~np.isnan(bound)
+    if not has.any():
+        return
+    cl["capacity_bps"] = np.fmax(cl["capacity_bps"], bound)
+    net.assumed.append(
+        f"monitor beside the clients (their median one-way delay {med * 1e3:.3f} ms): "
+        f"{int(has.sum())} of {len(bound)} clients' capacity is at least the fastest "
+        "packet-pair rate of a server seen only through their downlink")
+
+
 SYN_RTO_S = 1.0  # Linux's (RFC 6298) initial SYN retransmission timeout
 
 
@@ -237,6 +299,8 @@ def estimate_network(
         }
     if no_synack:
         values["client"]["delay_s"][:] = 0.0
+    else:
+        _bound_downlinks(c, values, net)
     _fill(values, ev, net)
     if no_synack:
         values["client"]["delay_s_measured"][:] = False

@@ -189,6 +189,10 @@ WAIT_PARAMS = ("rspWait",)
 # beside the whole sessions; -1: no request seen): a whole session replays a request that
 # followed a long pause at that time (``generators/schedule.py``, anchors).
 ANCHOR_PARAMS = ("pairAt",)
+# The observed client of each whole session, in sessRres' order (optional beside them):
+# a whole session goes to an emulated client whose access link is nearest its own
+# (``generators/hostmap.py``, the client match).
+CLIENT_PARAMS = ("sessClient",)
 
 
 @dataclass(frozen=True)
@@ -327,6 +331,7 @@ def app_parameters(
             "rreOffsets": rre_offsets(s, rre),
             "sessRres": _counts(sess[rre_first]),
             "sessGaps": think[~np.isnan(think)],
+            "sessClient": c["client"][rows][sess_first],
         }
         sessions.append(int(sess_first.sum()))
         rres.append(int(rre_first.sum()))
@@ -357,8 +362,9 @@ def app_parameters(
             "rspWait": pwait,
             **session_pairs(p, by_conn, app_rows[ai], start),
         }
+        # no pairAt without the connections' times
         out[app] = {k: vals[k] for k in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS
-                    + WAIT_PARAMS + ANCHOR_PARAMS if k in vals}  # no pairAt without times
+                    + WAIT_PARAMS + ANCHOR_PARAMS + CLIENT_PARAMS if k in vals}
     return out, summary
 
 

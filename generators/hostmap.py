@@ -26,8 +26,11 @@ pool of emulated hosts, each with its own access link drawn from the model:
   its servers are 50 ms or more away, so hosts taken in any order gave its
   pages round trips several times the trace's (docs/fidelity.md, "A server's
   own path"). A variant that sets every delay alike (HB) maps as in any order.
-* **clients**: sessions carry no observed client identity; each goes (in start
-  order) to the client host least loaded relative to its capacity.
+* **clients**: a whole session (``rre_draw: session``) carries its observed
+  client, and the observed clients get pools as the servers do, matched on
+  their access links (:func:`link_keys`: capacity and delay, the client match,
+  :mod:`.sessionmap`). A session without one (Swing's independent draw) goes
+  (in start order) to the client host least loaded relative to its capacity.
 
 The load of a host is the bytes it is scheduled to carry in its busier
 direction over the run; after mapping, every host asked for more than
@@ -98,6 +101,27 @@ def delay_keys(delays_s: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(np.asarray(delays_s, dtype=float), 1e-6))
 
 
+LINK_DELAY_FLOOR_S = 1e-3  # client delays below this are alike: a LAN's, a capture host's
+
+
+def link_keys(rates_mbps: np.ndarray, delays_s: np.ndarray) -> np.ndarray:
+    """What a client's access link is matched on, one row per link: the logs of its rate
+    (Mbit/s, at least 1 kbit/s) and of its one-way delay (at least
+    ``LINK_DELAY_FLOOR_S``), nearest by the sum of the two distances, so halving the
+    rate counts as much as doubling the delay. Delays under a millisecond do not tell
+    clients apart: a capture taken on the users' machines measures microseconds that no
+    transfer notices, and would otherwise outweigh the rates."""
+    r = np.log(np.maximum(np.asarray(rates_mbps, dtype=float), 1e-3))
+    d = np.log(np.maximum(np.asarray(delays_s, dtype=float), LINK_DELAY_FLOOR_S))
+    return np.stack([r, d], axis=-1)
+
+
+def _dist(keys: np.ndarray, key: Any) -> np.ndarray:
+    """Distance of each key (scalars, or rows summed) to ``key``."""
+    d = np.abs(keys - key)
+    return d if d.ndim == 1 else d.sum(axis=1)
+
+
 class FreeHosts:
     """Hosts not yet in a pool: taken in a random order, or the nearest by key."""
 
@@ -108,25 +132,26 @@ class FreeHosts:
         self.free = np.ones(n, dtype=bool)
         self.left = n
 
-    def take(self, key: float | None = None) -> int:
+    def take(self, key: Any = None) -> int:
         """A free host: the first in the random order, or (``key`` given and the hosts
         keyed) the one nearest ``key``, the first in that order among equals."""
         if key is None or self.key is None:
             pos = int(np.argmax(self.free))
         else:
-            d = np.where(self.free, np.abs(self.key - key), np.inf)
+            d = np.where(self.free, _dist(self.key, key), np.inf)
             pos = int(np.flatnonzero(d <= d.min() + 1e-12)[0])
         self.free[pos] = False
         self.left -= 1
         return int(self.order[pos])
 
 
-def server_pools(loads: dict[int, float], caps: np.ndarray, rng: np.random.Generator,
-                 match: tuple[dict[int, float], np.ndarray] | None = None
-                 ) -> dict[int, list[int]]:
-    """Emulated host indices per observed server (see the module docstring).
-    ``match``: each observed server's :func:`delay_keys` (those without one take any
-    host) and each host's, to give an observed server the hosts nearest its own."""
+def host_pools(loads: dict[int, float], caps: np.ndarray, rng: np.random.Generator,
+               match: tuple[dict[int, Any], np.ndarray] | None = None
+               ) -> dict[int, list[int]]:
+    """Emulated host indices per observed host of one side (the module docstring says
+    it for the servers; the clients' pools are made alike). ``match``: each observed
+    host's key (:func:`delay_keys` or :func:`link_keys`; those without one take any
+    host) and each emulated host's, to give an observed host the hosts nearest its own."""
     obs_key, host_key = match if match is not None else ({}, None)
     free = FreeHosts(caps.size, rng, host_key)
     order = sorted(loads, key=lambda v: (-loads[v], v))
@@ -160,7 +185,7 @@ def server_pools(loads: dict[int, float], caps: np.ndarray, rng: np.random.Gener
 
 
 def _widen_by_key(pools: dict[int, list[int]], loads: dict[int, float], caps: np.ndarray,
-                  free: FreeHosts, obs_key: dict[int, float], host_key: np.ndarray) -> None:
+                  free: FreeHosts, obs_key: dict[int, Any], host_key: np.ndarray) -> None:
     """Hosts left over, in the random order, each to the observed server nearest its
     delay (among equals, the one most loaded for its pool's capacity): the whole pool
     is used and a host serves a path like its own."""
@@ -170,7 +195,7 @@ def _widen_by_key(pools: dict[int, list[int]], loads: dict[int, float], caps: np
     cap = np.array([sum(caps[h] for h in pools[int(v)]) for v in vs], dtype=float)
     while free.left:
         h = free.take()
-        d = np.abs(rk - host_key[h])
+        d = _dist(rk, host_key[h])
         near = np.flatnonzero(d <= d.min() + 1e-12)
         k = int(near[np.argmax(load[near] / cap[near])])
         pools[int(vs[k])].append(h)
@@ -193,7 +218,8 @@ class LeastLoaded:
 
 
 class ClientPicker:
-    """Least relatively loaded client host, from a heap (thousands of hosts)."""
+    """Least relatively loaded client host, from a heap (thousands of hosts). A host
+    loaded by another picker since its entry was pushed is re-keyed when it comes up."""
 
     def __init__(self, usage: Usage, rng: np.random.Generator) -> None:
         self.u = usage
@@ -203,7 +229,11 @@ class ClientPicker:
         heapq.heapify(self.heap)
 
     def pick(self, up: float, down: float) -> int:
-        _, negcap, tie, h = heapq.heappop(self.heap)
+        while True:
+            key, negcap, tie, h = heapq.heappop(self.heap)
+            if key == self.u.key(h):
+                break
+            heapq.heappush(self.heap, (self.u.key(h), negcap, tie, h))
         self.u.up[h] += up
         self.u.down[h] += down
         heapq.heappush(self.heap, (self.u.key(h), negcap, tie, h))

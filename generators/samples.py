@@ -59,6 +59,9 @@ class AppSamples:
     # per pair as pair_req, when its request left in the trace, from its connection's
     # first packet (-1: none; empty: a model without them): the anchors of long pauses
     pair_at: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # per whole session, its observed client (sessClient: an index into the model's
+    # net/client/hosts; empty: a model without them): the client match
+    sess_client: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # the servers' waits before a response (rspWait; empty: a model without them, none),
     # drawn per TCP pair with their own generator (wait_rng, set by build_schedule), so
     # the rest of a schedule is drawn as without them
@@ -83,6 +86,8 @@ class AppSamples:
             raise SwellError(self.name, "the whole sessions' arrays do not agree")
         if self.whole and self.pair_at.size and self.pair_at.size != self.pair_req.size:
             raise SwellError(self.name, "the whole sessions' request times do not agree")
+        if self.whole and self.sess_client.size and self.sess_client.size != self.sess_rres.size:
+            raise SwellError(self.name, "the whole sessions' clients do not agree")
 
     @property
     def whole(self) -> bool:
@@ -125,6 +130,8 @@ def _session_fields(model: Any, name: str) -> dict[str, np.ndarray]:
         "sess_rres", "pair_req", "pair_rsp") else float) for k, p in SESSION_FIELDS.items()}
     if f"app/{name}/pairAt" in model.arrays:  # else: written before them, no anchors
         out["pair_at"] = np.asarray(model.samples(name, "pairAt"), dtype=float)
+    if f"app/{name}/sessClient" in model.arrays:  # else: no client match
+        out["sess_client"] = np.asarray(model.samples(name, "sessClient"), dtype=np.int64)
     return out
 
 

@@ -1,27 +1,15 @@
-"""The session schedule: everything a Swing run will do, as data, from one seed.
+"""Drawing the session schedule: everything a Swing run will do, as data, from one seed.
 
-A :class:`Schedule` lists sessions in start-time order. Each session has a
-client address (the emulated host it runs on) and a list of RREs; an RRE
-starts ``gap`` seconds after the previous RRE of its session ended and opens
-its connections at ``offset`` seconds from its own start; a connection goes
-to ``server`` (``ADDR:PORT``) over ``proto`` and carries request/response
-pairs ``(req_bytes, rsp_bytes, think_s)``, ``think_s`` being the pause after
-that pair's response before the next request, and (TCP, optional) per pair the
-server's wait between the request's end and its response (``Conn.waits``, a
-pair's fourth number in the file: the model's ``rspWait``, drawn with a
-generator of its own so the rest of the draw is as without it). A connection's
-optional ``at`` (one number per pair, negative for none) anchors requests: such a
-request leaves at that time from the connection's start, or as soon as the previous
-response is in if that is later, instead of ``think_s`` after it. A whole session
-(below) anchors the requests that followed a pause of :data:`ANCHOR_THINK_S` or more
-at their times in the trace (the model's ``pairAt``): the pause is the user's, and
-replayed after each connection's own response, with its own transfer times and drawn
-server waits, a page's requests drift apart by hundreds of milliseconds where the
-trace's came together (docs/fidelity.md).
-
-The file format (read by ``swell-gen run``) is JSON lines: one header line
-``{"format": "swell-schedule", "version": 1, "seed", "sessions", "duration_s",
-"meta"}`` then one line per session. Unknown fields are errors on both sides.
+The schedule's types and file are :mod:`swell.generators.schedule_file`
+(re-exported here): sessions in start order, each with a client and RREs of
+connections carrying request/response pairs, their think times, the servers'
+waits (the model's ``rspWait``, drawn with a generator of its own so the rest
+of the draw is as without it) and the optional request anchors. A whole session
+(below) anchors the requests that followed a pause of :data:`ANCHOR_THINK_S` or
+more at their times in the trace (the model's ``pairAt``): the pause is the
+user's, and replayed after each connection's own response, with its own transfer
+times and drawn server waits, a page's requests drift apart by hundreds of
+milliseconds where the trace's came together (docs/fidelity.md).
 
 :func:`build_schedule` draws a schedule from per-application empirical
 samples (:class:`AppSamples`, read from a Swing model directory by
@@ -49,22 +37,20 @@ sessions falls back to the joint draw (one by one without the joint sample
 either); ``meta["rre_draw"]`` says which draw each application got.
 Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
 requests are raised to that size and counted in ``meta["raised_requests"]``.
+The drawn sessions name observed hosts; :mod:`swell.generators.sessionmap` puts
+them on the emulated ones (a whole session keeps its observed client for that).
 """
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from swell.analysis.swing_window import PathEstimate, conn_spans, path_estimate, share_in
 from swell.errors import SwellError
-from swell.fsutil import atomic_path
-from swell.generators import hostmap, steady_start
+from swell.generators import steady_start
 from swell.generators.arrivals import STATIONARY, ArrivalProcess, choose, trace_rate
 from swell.generators.samples import (  # noqa: F401  (re-exported: the schedule's inputs)
     MODEL_PARAMS,
@@ -74,214 +60,30 @@ from swell.generators.samples import (  # noqa: F401  (re-exported: the schedule
     apps_for_draw,
     load_app_samples,
 )
-from swell.inet import hostport, split_hostport
+from swell.generators.schedule_file import (  # noqa: F401  (re-exported: the schedule)
+    FORMAT,
+    MAX_BYTES,
+    MAX_WAIT_S,
+    MIN_REQ,
+    VERSION,
+    WAIT_MIN_REQ,
+    Conn,
+    Rre,
+    Schedule,
+    Session,
+    read_schedule,
+    session_bytes,
+    validate,
+    write_schedule,
+)
+from swell.generators.sessionmap import map_hosts
 
-FORMAT = "swell-schedule"
-VERSION = 1
-MIN_REQ = {"tcp": 8, "udp": 24}
 # a whole session's request after a pause this long leaves at its time in the trace
 # (from its connection's start; the model's pairAt), not after its own response: the pause
 # is the user's, and the trace's requests after it on a page's connections came together
 ANCHOR_THINK_S = 0.5
 WAIT_STREAM = 0x57A17  # the servers' waits' own generator: default_rng([seed, WAIT_STREAM])
-WAIT_MIN_REQ = 12  # a TCP request carrying a server wait: swell-gen's header and the u32 wait
-MAX_WAIT_S = ((1 << 32) - 1) / 1e6  # the wait travels in microseconds (u32)
-MAX_BYTES = (1 << 31) - 1  # a response word keeps its top bit for the server wait flag
 
-
-@dataclass(frozen=True)
-class Conn:
-    server: str  # "ADDR:PORT"
-    proto: str  # "tcp" | "udp"
-    app: str
-    offset: float
-    pairs: tuple[tuple[int, int, float], ...]
-    # the server's wait between each pair's request and its response (empty: none); TCP
-    waits: tuple[float, ...] = ()
-    # per pair (empty: none): the request's earliest time from the connection's start,
-    # s, negative for none (a whole session's requests after a long pause: ANCHOR_THINK_S)
-    at: tuple[float, ...] = ()
-
-    def anchor(self, i: int) -> float | None:
-        """Pair ``i``'s anchor (s from the connection's start), if it has one."""
-        return self.at[i] if i < len(self.at) and self.at[i] >= 0 else None
-
-    @property
-    def pair_waits(self) -> tuple[float, ...]:
-        """Each pair's server wait (0 when the connection has none)."""
-        return self.waits or (0.0,) * len(self.pairs)
-
-    @property
-    def req_bytes(self) -> int:
-        return sum(p[0] for p in self.pairs)
-
-    @property
-    def rsp_bytes(self) -> int:
-        return sum(p[1] for p in self.pairs)
-
-
-@dataclass(frozen=True)
-class Rre:
-    gap: float
-    conns: tuple[Conn, ...]
-
-
-@dataclass(frozen=True)
-class Session:
-    id: int
-    t: float
-    client: str
-    rres: tuple[Rre, ...]
-
-
-@dataclass
-class Schedule:
-    seed: int
-    duration_s: float
-    sessions: list[Session]
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def conns(self) -> list[tuple[int, int, int, Conn]]:
-        """Every connection as ``(session id, rre index, conn index, conn)``."""
-        return [(s.id, r, c, conn) for s in self.sessions
-                for r, rre in enumerate(s.rres) for c, conn in enumerate(rre.conns)]
-
-    def servers(self) -> list[str]:
-        """Distinct ``ADDR:PORT`` the schedule talks to (what ``serve`` must listen on)."""
-        return sorted({conn.server for *_, conn in self.conns()})
-
-
-# ---------------------------------------------------------------- file format
-
-def _session_obj(s: Session) -> dict[str, Any]:
-    return {"id": s.id, "t": round(s.t, 9), "client": s.client, "rres": [
-        {"gap": round(r.gap, 9), "conns": [
-            {"server": c.server, "proto": c.proto, "app": c.app, "offset": round(c.offset, 9),
-             "pairs": [[q, a, round(k, 9), *((round(w, 6),) if c.waits else ())]
-                       for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True)],
-             **({"at": [round(x, 9) for x in c.at]} if c.at else {})}
-            for c in r.conns]}
-        for r in s.rres]}
-
-
-def write_schedule(path: str | os.PathLike[str], sched: Schedule) -> Path:
-    """Validate and write ``sched`` atomically as JSON lines; returns the path."""
-    validate(sched, where=path)
-    head = {"format": FORMAT, "version": VERSION, "seed": sched.seed,
-            "sessions": len(sched.sessions), "duration_s": sched.duration_s, "meta": sched.meta}
-    with atomic_path(path) as tmp, open(tmp, "w") as f:
-        f.write(json.dumps(head, sort_keys=True) + "\n")
-        for s in sched.sessions:
-            f.write(json.dumps(_session_obj(s), separators=(",", ":")) + "\n")
-    return Path(path)
-
-
-def _strict(obj: Any, keys: set[str], what: str, where: str,
-            optional: frozenset[str] = frozenset({"meta"})) -> dict[str, Any]:
-    """``obj`` as a dict with exactly ``keys`` (those in ``optional`` may be absent)."""
-    if not isinstance(obj, dict):
-        raise SwellError(where, f"{what} is not an object")
-    unknown = set(obj) - keys
-    missing = keys - set(obj) - optional
-    if unknown:
-        raise SwellError(where, f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
-    if missing:
-        raise SwellError(where, f"{what}: missing field(s) {', '.join(sorted(missing))}")
-    return obj
-
-
-def _parse_session(obj: Any, where: str) -> Session:
-    o = _strict(obj, {"id", "t", "client", "rres"}, "session", where)
-    rres = []
-    for r in o["rres"]:
-        ro = _strict(r, {"gap", "conns"}, "rre", where)
-        conns = []
-        for c in ro["conns"]:
-            co = _strict(c, {"server", "proto", "app", "offset", "pairs", "at"}, "connection",
-                         where, optional=frozenset({"at"}))
-            if any(not isinstance(x, list) or len(x) not in (3, 4) for x in co["pairs"]):
-                raise SwellError(where, "a pair is not [request, response, think(, wait)]")
-            pairs = tuple((int(x[0]), int(x[1]), float(x[2])) for x in co["pairs"])
-            waits = tuple(float(x[3]) for x in co["pairs"] if len(x) == 4)
-            if waits and len(waits) != len(pairs):
-                raise SwellError(where, "a connection's pairs mix [req, rsp, think] and "
-                                 "[req, rsp, think, wait]")
-            at = co.get("at", [])
-            if not isinstance(at, list) or not all(isinstance(x, int | float) for x in at):
-                raise SwellError(where, "a connection's at is not a list of times")
-            conns.append(Conn(co["server"], co["proto"], co["app"], float(co["offset"]), pairs,
-                              waits, tuple(float(x) for x in at)))
-        rres.append(Rre(float(ro["gap"]), tuple(conns)))
-    return Session(int(o["id"]), float(o["t"]), str(o["client"]), tuple(rres))
-
-
-def read_schedule(path: str | os.PathLike[str]) -> Schedule:
-    """Read and validate a schedule file (clear :class:`SwellError` on bad input)."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as exc:
-        raise SwellError(path, f"cannot read schedule: {exc.strerror}") from None
-    if not lines:
-        raise SwellError(path, "empty schedule file")
-    try:
-        head = _strict(json.loads(lines[0]),
-                       {"format", "version", "seed", "sessions", "duration_s", "meta"},
-                       "header", str(path))
-        if head["format"] != FORMAT or head["version"] != VERSION:
-            raise SwellError(path, f"not a {FORMAT} v{VERSION} file")
-        sessions = [_parse_session(json.loads(ln), f"{path}:{i + 2}")
-                    for i, ln in enumerate(lines[1:]) if ln.strip()]
-    except (json.JSONDecodeError, TypeError, ValueError) as exc:
-        raise SwellError(path, f"malformed schedule: {exc}") from None
-    sched = Schedule(int(head["seed"]), float(head["duration_s"]), sessions, head.get("meta", {}))
-    if int(head["sessions"]) != len(sessions):
-        raise SwellError(path, f"header says {head['sessions']} sessions, file has {len(sessions)}")
-    validate(sched, where=path)
-    return sched
-
-
-def validate(sched: Schedule, where: str | os.PathLike[str] = "schedule") -> None:
-    """The rules ``swell-gen run`` enforces, checked early with readable errors."""
-    if not sched.sessions:
-        raise SwellError(where, "the schedule has zero sessions")
-    if not sched.duration_s > 0:
-        raise SwellError(where, f"duration_s must be positive, not {sched.duration_s}")
-    last = 0.0
-    for s in sched.sessions:
-        if s.t < last or not np.isfinite(s.t):
-            raise SwellError(where, f"session {s.id}: start times must be finite and sorted")
-        last = s.t
-        if not s.rres:
-            raise SwellError(where, f"session {s.id} has no RREs")
-        for r in s.rres:
-            if r.gap < 0 or not r.conns:
-                raise SwellError(where, f"session {s.id}: an RRE has a negative gap or no conns")
-            for c in r.conns:
-                _check_conn(c, s.id, where)
-
-
-def _check_conn(c: Conn, sid: int, where: str | os.PathLike[str]) -> None:
-    if c.proto not in MIN_REQ:
-        raise SwellError(where, f"session {sid}: unknown proto {c.proto!r} (tcp or udp)")
-    if ":" not in c.server or c.offset < 0 or not c.pairs:
-        raise SwellError(where, f"session {sid}: connection needs ADDR:PORT, offset >= 0, pairs")
-    if c.waits and len(c.waits) != len(c.pairs):
-        raise SwellError(where, f"session {sid}: {len(c.waits)} server waits for "
-                         f"{len(c.pairs)} pairs")
-    if c.at and (len(c.at) != len(c.pairs) or not np.isfinite(c.at).all()):
-        raise SwellError(where, f"session {sid}: {len(c.at)} request times for "
-                         f"{len(c.pairs)} pairs, or one not finite")
-    for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True):
-        least = WAIT_MIN_REQ if w > 0 else MIN_REQ[c.proto]
-        if not least <= q <= MAX_BYTES or not 0 <= a <= MAX_BYTES or k < 0:
-            raise SwellError(where, f"session {sid}: pair ({q}, {a}, {k}) out of range "
-                             f"(request >= {least} bytes, think >= 0)")
-        if not 0 <= w <= MAX_WAIT_S or (w > 0 and c.proto != "tcp"):
-            raise SwellError(where, f"session {sid}: server wait {w} s out of range "
-                             f"(0..{MAX_WAIT_S:.0f} s, TCP only)")
-
-
-# ------------------------------------------------------------ drawing from samples
 
 def _draw(rng: np.random.Generator, samples: np.ndarray, n: int, default: float = 0.0
           ) -> np.ndarray:
@@ -333,6 +135,8 @@ def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
     """One of the trace's sessions of ``app``, whole, each RRE with its own server. A
     connection of the trace without a pair runs one empty pair (``meta["empty_conns"]``)."""
     k = int(rng.integers(app.sess_rres.size))
+    if app.sess_client.size:  # the observed client, matched to a client host later
+        client = str(int(app.sess_client[k]))
     first = int(app._sess_start[k])
     rres = []
     for r in range(first, int(app._sess_start[k + 1])):
@@ -435,15 +239,6 @@ def _unusable(apps: list[AppSamples]) -> dict[str, str]:
     return skipped
 
 
-def _session_bytes(s: Session) -> tuple[int, int]:
-    """(request, response) payload bytes of a session."""
-    req = rsp = 0
-    for rre in s.rres:
-        for c in rre.conns:
-            req += c.req_bytes
-            rsp += c.rsp_bytes
-    return req, rsp
-
 
 def _conn_bytes(s: Session, t: float, weights: tuple[float, float] = (1.0, 1.0)
                 ) -> list[tuple[float, float]]:
@@ -496,7 +291,7 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
                 sessions = [_draw_session(app, 0.0, "", n_servers, rng, counts)
                             for _ in range(n)]
                 times = process.place(app, n, start, end, rng)
-                drawn += [Session(0, round(float(t), 9), "", s.rres)
+                drawn += [replace(s, t=round(float(t), 9))
                           for t, s in zip(times, sessions, strict=True)]
             continue
         if expected.sum() <= 0:
@@ -512,7 +307,7 @@ def _draw_sessions(apps: list[AppSamples], process: ArrivalProcess, duration_s: 
             inside = sum(b for t, b in _conn_bytes(sess, t0, size_weights) if start <= t < end)
             if total + inside - budget > budget - total and total > 0:
                 break  # this one would overshoot more than stopping short
-            drawn.append(Session(0, round(t0, 9), "", sess.rres))
+            drawn.append(replace(sess, t=round(t0, 9)))
             total += inside
     drawn.sort(key=lambda s: s.t)
     return drawn
@@ -567,7 +362,7 @@ def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: fl
         for k, app in enumerate(apps):
             n = int(rng.poisson(expected[k] + before[k]))
             sessions = [_draw_session(app, 0.0, "", n_servers, rng, counts) for _ in range(n)]
-            drawn += [Session(0, round(float(t), 9), "", s.rres)
+            drawn += [replace(s, t=round(float(t), 9))
                       for t, s in zip(place(k, n), sessions, strict=True)]
     else:
         budget = target_mbps * 1e6 / 8 * (duration_s - window_s)
@@ -582,7 +377,7 @@ def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: fl
                          for a, b, c in conn_spans(sess, t0, path))
             if total + inside - budget > budget - total and total > 0:
                 break  # this one would overshoot more than stopping short
-            drawn.append(Session(0, round(t0, 9), "", sess.rres))
+            drawn.append(replace(sess, t=round(t0, 9)))
             total += inside
     early = [s for s in drawn if s.t < 0]
     carried = [r for s in early if (r := steady_start.remaining(
@@ -594,91 +389,6 @@ def _draw_steady(apps: list[AppSamples], process: ArrivalProcess, duration_s: fl
     drawn.sort(key=lambda s: s.t)
     return drawn
 
-
-def _delay_match(loads: dict[int, float], observed_delays: np.ndarray | None,
-                 server_delays: list[float | None] | None, n_servers: int
-                 ) -> tuple[dict[int, float], np.ndarray] | None:
-    """What :func:`hostmap.server_pools` matches on: the log delay of each observed server
-    (the model's, s) and of each emulated server's link (ms); None when either is
-    unknown (hosts without links, a model without the delays)."""
-    if observed_delays is None or observed_delays.size == 0 or not server_delays \
-            or len(server_delays) != n_servers or any(d is None for d in server_delays):
-        return None
-    obs = hostmap.delay_keys(observed_delays)
-    ok = np.isfinite(observed_delays)
-    return ({v: float(obs[v]) for v in loads if 0 <= v < obs.size and ok[v]},
-            hostmap.delay_keys(np.array(server_delays, dtype=float) / 1e3))
-
-
-def _match_info(sessions: list[Session], drawn: list[Session], servers: list[str],
-                observed_delays: np.ndarray, server_delays: list[float | None]
-                ) -> dict[str, Any]:
-    """How near the emulated servers' delays came to the observed ones', per RRE."""
-    at = {a.strip("[]"): float(d or 0.0) for a, d in zip(servers, server_delays, strict=True)}
-    obs, emu = [], []
-    for s, d in zip(sessions, drawn, strict=True):
-        for rre, orig in zip(s.rres, d.rres, strict=True):
-            v = int(orig.conns[0].server.split(":")[0])
-            if 0 <= v < observed_delays.size and np.isfinite(observed_delays[v]):
-                obs.append(float(observed_delays[v]) * 1e3)
-                emu.append(at[split_hostport(rre.conns[0].server)[0]])
-    if not obs:
-        return {"by": "delay", "rres": 0}
-
-    def pct(x: list[float]) -> list[float]:
-        return [round(float(v), 3) for v in np.percentile(x, [10, 50, 90])]
-
-    return {"by": "delay", "rres": len(obs), "observed_owd_ms_p10_50_90": pct(obs),
-            "emulated_owd_ms_p10_50_90": pct(emu)}
-
-
-def _map_hosts(drawn: list[Session], clients: list[str], servers: list[str],
-               client_rates: list[float | None] | None, server_rates: list[float | None] | None,
-               duration_s: float, rng: np.random.Generator,
-               observed_delays: np.ndarray | None = None,
-               server_delays: list[float | None] | None = None
-               ) -> tuple[list[Session], dict[str, Any]]:
-    """Clients and servers of the sessions on emulated hosts (:mod:`.hostmap`);
-    with ``observed_delays`` (s, per observed server) and ``server_delays`` (ms, per
-    emulated server) each observed server gets the hosts nearest its own delay."""
-    obs_up: dict[int, float] = {}
-    obs_down: dict[int, float] = {}
-    for s in drawn:
-        for rre in s.rres:
-            obs = int(rre.conns[0].server.split(":")[0])
-            obs_up[obs] = obs_up.get(obs, 0.0) + sum(c.rsp_bytes for c in rre.conns)
-            obs_down[obs] = obs_down.get(obs, 0.0) + sum(c.req_bytes for c in rre.conns)
-    to_mbps = 8 / duration_s / 1e6
-    loads = {v: max(obs_up[v], obs_down[v]) * to_mbps for v in obs_up}
-    s_use = hostmap.Usage(servers, hostmap.capacities(server_rates or [], len(servers)))
-    c_use = hostmap.Usage(clients, hostmap.capacities(client_rates or [], len(clients)))
-    match = _delay_match(loads, observed_delays, server_delays, len(servers))
-    pools = hostmap.server_pools(loads, s_use.caps_mbps, rng, match)
-    pick_server = hostmap.LeastLoaded(s_use)
-    pick_client = hostmap.ClientPicker(c_use, rng)
-    out = []
-    for i, s in enumerate(drawn):
-        req, rsp = _session_bytes(s)
-        client = clients[pick_client.pick(req, rsp)]
-        rres = []
-        for rre in s.rres:
-            obs, port = rre.conns[0].server.split(":")
-            up = sum(c.rsp_bytes for c in rre.conns)
-            down = sum(c.req_bytes for c in rre.conns)
-            host = servers[pick_server.pick(pools[int(obs)], up, down)]
-            rres.append(Rre(rre.gap, tuple(replace(c, server=hostport(host, port))
-                                           for c in rre.conns)))
-        out.append(Session(i, s.t, client, tuple(rres)))
-    total_up = sum(obs_up.values()) * to_mbps
-    info = {"observed_servers": len(loads),
-            "servers": s_use.summary(duration_s), "clients": c_use.summary(duration_s),
-            "servers_needed": hostmap.hosts_needed(total_up, s_use.caps_mbps),
-            "clients_needed": hostmap.hosts_needed(total_up, c_use.caps_mbps)}
-    if match is not None:
-        assert observed_delays is not None and server_delays is not None
-        info["server_match"] = _match_info(out, drawn, servers, observed_delays,
-                                           server_delays)
-    return out, info
 
 
 def median_rate(rates: list[float | None] | None) -> float | None:
@@ -696,7 +406,9 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
                    cuts: tuple[float, ...] = (), rre_draw: str = "independent",
                    target_weights: tuple[float, float] = (1.0, 1.0), start: str = "steady",
                    path: PathEstimate | None = None, observed_delays: np.ndarray | None = None,
-                   server_delays: list[float | None] | None = None) -> Schedule:
+                   server_delays: list[float | None] | None = None,
+                   observed_clients: np.ndarray | None = None,
+                   client_delays: list[float | None] | None = None) -> Schedule:
     """Draw a schedule: each app's sessions over ``duration_s`` at ``scale`` x its trace rate.
 
     Session starts come from the arrival process ``arrivals``
@@ -704,13 +416,16 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     directions) the session count is chosen so the schedule offers that load, in
     each segment of the run between ``cuts`` (e.g. the warm-up and the window),
     counting request and response bytes by ``target_weights``.
-    Sessions are mapped onto the emulated hosts by :mod:`swell.generators.hostmap`
+    Sessions are mapped onto the emulated hosts by :mod:`swell.generators.sessionmap`
     (``*_rates``: each host's access link rate in Mbit/s, None for unlimited):
     the observed servers' popularity kept, no host asked for more than its link
     carries while there are hosts enough (``meta["hosts"]`` says how it went).
     With ``observed_delays`` (the model's one-way delay of each observed server, s) and
     ``server_delays`` (each emulated server's access link, ms), an observed server's
     RREs go to the hosts nearest its own delay (``meta["hosts"]["server_match"]``).
+    With ``observed_clients`` (the model's capacity, bit/s, and one-way delay, s, of each
+    observed client) and ``client_delays`` (ms), a whole session goes to a client host
+    whose link is nearest its own client's (``meta["hosts"]["client_match"]``).
     ``rre_draw``: ``independent`` draws numConn, interConn and numPairs one by
     one (Swing's draw); ``joint`` draws each application's RREs whole where its
     samples have the joint RRE sample (one by one where they do not);
@@ -747,10 +462,11 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
                            rng, counts, cuts, target_weights, steady)
     if not drawn:
         raise SwellError("model", f"zero sessions drawn in {duration_s} s at scale {scale}")
-    sessions, hosts = _map_hosts(drawn, clients, servers, client_rates, server_rates,
-                                 duration_s, rng, observed_delays, server_delays)
-    req = sum(_session_bytes(s)[0] for s in sessions)
-    rsp = sum(_session_bytes(s)[1] for s in sessions)
+    sessions, hosts = map_hosts(drawn, clients, servers, client_rates, server_rates,
+                                duration_s, rng, observed_delays, server_delays,
+                                observed_clients, client_delays)
+    req = sum(session_bytes(s)[0] for s in sessions)
+    rsp = sum(session_bytes(s)[1] for s in sessions)
     info = {"scale": scale, "apps": [a.name for a in usable], **counts,
             "arrivals": process.name, "target_mbps": target_mbps,
             "offered_mbps": {"forward": 8 * req / duration_s / 1e6,

@@ -358,6 +358,11 @@ class SwingSpec(KindSpec):
         "access link's one-way delay is nearest that server's own in the trace "
         "(its busy servers keep their paths; docs/fidelity.md, \"A server's own path\"); "
         "none: to hosts in any order (Swing's mapping, as before 2026-11-30 evening)")
+    client_match: Literal["link", "none"] = Field(
+        "link", description="link: a whole session (rre_draw: session) goes to a client host "
+        "whose access link (capacity, then delay) is nearest its own client's in the trace "
+        "(docs/scale.md, section 1); none: to the least loaded client host. Sessions of the "
+        "other draws have no client of their own and always go to the least loaded")
 
     @model_validator(mode="after")
     def _needs_input(self) -> SwingSpec:
@@ -382,6 +387,16 @@ def observed_server_delays(model: Any) -> np.ndarray | None:
     order (``net/server/hosts``); None for a model without them."""
     d = model.arrays.get("net/server/delay_s")
     return None if d is None else np.asarray(d, dtype=float)
+
+
+def observed_client_links(model: Any) -> np.ndarray | None:
+    """The model's access capacity (bit/s) and one-way delay (s) of each observed client,
+    one row each in ``sessClient``'s index order (``net/client/hosts``); None for a model
+    without them."""
+    cap, d = model.arrays.get("net/client/capacity_bps"), model.arrays.get("net/client/delay_s")
+    if cap is None or d is None:
+        return None
+    return np.stack([np.asarray(cap, dtype=float), np.asarray(d, dtype=float)], axis=1)
 
 
 def offered_mbps(sched: Schedule, start_s: float = 0.0, end_s: float | None = None) -> float:
@@ -417,7 +432,8 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
                    window_start_s: float = 0.0, rre_draw: str = "independent",
                    target_weights: tuple[float, float] = (1.0, 1.0), start: str = "steady",
                    bottleneck: PathFacts | None = None,
-                   observed_delays: np.ndarray | None = None) -> Schedule:
+                   observed_delays: np.ndarray | None = None,
+                   observed_clients: np.ndarray | None = None) -> Schedule:
     """The schedule of one run: drawn once from ``seed``, never chosen among seeds.
 
     A target (payload, both directions) is met by construction: the session count is
@@ -432,6 +448,8 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
     ``bottleneck``. ``observed_delays`` (the model's one-way delay per observed server,
     :func:`observed_server_delays`): each observed server's RREs go to server hosts
     whose links' delays are nearest its own (when every server endpoint has a link).
+    ``observed_clients`` (:func:`observed_client_links`): a whole session goes to a
+    client host whose link is nearest its own client's (when every client has a link).
     """
     from swell.analysis.swing_window import path_estimate
     from swell.generators.schedule import build_schedule, median_rate
@@ -460,7 +478,8 @@ def swing_schedule(apps: list[Any], clients: list[Endpoint] | list[str],
                            cuts=(window_start_s,), rre_draw=rre_draw,
                            target_weights=target_weights, start=start, path=path,
                            observed_delays=observed_delays,
-                           server_delays=s_delays)
+                           server_delays=s_delays, observed_clients=observed_clients,
+                           client_delays=c_delays)
     sched.meta["window_start_s"] = window_start_s
     # as a target counts it (by the estimated transfers for a steady start), and by
     # each connection's earliest start beside it
@@ -601,7 +620,9 @@ class SwingKind(TrafficKind):
                                target_weights=weights, start=self.s.start,
                                bottleneck=pl.path,
                                observed_delays=observed_server_delays(model)
-                               if self.s.server_match == "delay" else None)
+                               if self.s.server_match == "delay" else None,
+                               observed_clients=observed_client_links(model)
+                               if self.s.client_match == "link" else None)
         self.sched = sched
         self.warnings = host_warnings(sched)
         for w in self.warnings:  # before any traffic: the run may fall short

@@ -106,11 +106,11 @@ def test_server_pools_keep_the_shape_and_use_every_host():
     rng = np.random.default_rng(0)
     caps = np.full(50, 10.0)
     loads = {0: 40.0, 1: 10.0, 2: 1.0, 3: 0.1}
-    pools = hostmap.server_pools(loads, caps, rng)
+    pools = hostmap.host_pools(loads, caps, rng)
     assert sorted(h for p in pools.values() for h in p) == list(range(50))
     assert len(pools[0]) >= 8 and len(pools[0]) > len(pools[1]) >= len(pools[2])
     # fewer hosts than observed servers: the light ones share the roomiest host
-    pools = hostmap.server_pools({i: 1.0 + i for i in range(6)}, np.full(3, 10.0), rng)
+    pools = hostmap.host_pools({i: 1.0 + i for i in range(6)}, np.full(3, 10.0), rng)
     assert all(len(p) == 1 for p in pools.values())
     assert {p[0] for p in pools.values()} == {0, 1, 2}
 

@@ -76,6 +76,7 @@ class Crafter:
         think: float,
         retransmit: bool = False,
         server: str = SERVER,
+        cap_bps: float = CAP_BPS,
     ) -> float:
         """One connection starting at ``t``; returns the time of its last packet."""
         c_isn, s_isn = 1000, 50000
@@ -86,7 +87,7 @@ class Crafter:
         t += client_leg
         P(client, server, cport, 80, "A", c_isn + 1, s_isn + 1, 0, t)
         cs, ss = c_isn + 1, s_isn + 1
-        gap = (MSS + 40) * 8 / CAP_BPS
+        gap = (MSS + 40) * 8 / cap_bps
         for i, (req, rsp) in enumerate(pairs):
             t += 0.001 if i == 0 else think
             P(client, server, cport, 80, "PA", cs, ss, req, t)
@@ -321,3 +322,35 @@ def test_udp_flows_idle_split_and_pairs(tmp_path: Path) -> None:
     assert (tab.cols["sport"] == 53).all() and tab.hosts[tab.cols["client"][0]] == "10.0.0.9"
     m = extract_model(path)
     assert m.apps == ["dns-udp"] and m.app_info("dns-udp")["bytes_s2c"] == 4 * 120
+
+
+def test_downlink_bound_beside_the_clients(tmp_path: Path) -> None:
+    """A capture taken on the clients (their legs 20 us): a server -> client packet pair
+    is timed after the client's downlink, so a client is at least as fast as a server
+    seen through it alone. 10.0.0.1 reads 8 and 40 Mbit/s servers of its own: 40. 10.0.0.2
+    shares its only measured server with 10.0.0.3, whose link may be what that server's
+    pairs show: no bound, a draw from the bounded client. With the monitor in the middle
+    (legs of 10 ms) nobody is bounded and the clients draw from the servers' rates."""
+    for leg, bounded in ((20e-6, True), (0.010, False)):
+        cr = Crafter()
+        t = 1_600_000_000.0
+        for k, (client, server, cap) in enumerate([
+                ("10.0.0.1", "10.0.1.1", 8e6), ("10.0.0.1", "10.0.1.2", 40e6),
+                ("10.0.0.2", "10.0.1.3", 20e6), ("10.0.0.3", "10.0.1.3", 20e6)]):
+            cr.connection(client, 40001 + k, t + 3 * k, 0.02, leg, PAIRS, 0.1, server=server,
+                          cap_bps=cap)
+        m = extract_model(cr.write(tmp_path / f"beside-{leg}.pcap"))
+        hosts = list(m.hosts("client"))
+        cap = m.net("client", "capacity_bps")
+        measured = m.arrays["net/client/capacity_bps_measured"]
+        note = [a for a in m.assumed if a.startswith("monitor beside the clients")]
+        if bounded:
+            i = hosts.index("10.0.0.1")
+            assert measured[i] and abs(cap[i] / 40e6 - 1) < 0.06
+            assert list(measured) == [h == "10.0.0.1" for h in hosts]
+            assert np.allclose(cap, cap[i])  # the others drew from the bounded client
+            assert len(note) == 1 and "1 of 3 clients" in note[0]
+        else:
+            assert not measured.any() and not note
+            servers = set(m.net("server", "capacity_bps", measured_only=True))
+            assert set(cap) <= servers

@@ -30,6 +30,7 @@ from swell.extract.model import FORMAT, FORMAT_VERSION, load_model
 from swell.extract.reader import open_trace
 from swell.extract.sessions import (
     ANCHOR_PARAMS,
+    CLIENT_PARAMS,
     JOINT_PARAMS,
     SESSION_PARAMS,
     Thresholds,
@@ -98,7 +99,8 @@ def _old_copy(src: Path, dest: Path) -> Path:
     that came after it, removed)."""
     meta, arrays = modeldir.load(src, FORMAT, FORMAT_VERSION, "swing")
     keep = {k: v for k, v in arrays.items()
-            if k.rsplit("/", 1)[-1] not in JOINT_PARAMS + SESSION_PARAMS + ANCHOR_PARAMS}
+            if k.rsplit("/", 1)[-1]
+            not in JOINT_PARAMS + SESSION_PARAMS + ANCHOR_PARAMS + CLIENT_PARAMS}
     modeldir.save(dest, meta, keep, default=str)
     return dest
 

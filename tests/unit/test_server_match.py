@@ -34,7 +34,7 @@ def test_pools_take_the_nearest_hosts_and_use_every_host():
     host_key = np.linspace(0.0, 1.0, 12)
     loads = {0: 4.0, 1: 3.0, 2: 0.5}  # one host each covers them at UTIL
     obs_key = {0: 0.9, 1: 0.1, 2: 0.5}
-    pools = hostmap.server_pools(loads, caps, np.random.default_rng(3), (obs_key, host_key))
+    pools = hostmap.host_pools(loads, caps, np.random.default_rng(3), (obs_key, host_key))
     assert sorted(h for p in pools.values() for h in p) == list(range(12))
     for v, pool in pools.items():
         # every host of a pool is nearer its observed server's delay than any other's
@@ -48,8 +48,8 @@ def test_pools_take_the_nearest_hosts_and_use_every_host():
 def test_without_ranks_the_pools_are_as_before():
     caps = np.full(20, 10.0)
     loads = {0: 40.0, 1: 10.0, 2: 1.0}
-    plain = hostmap.server_pools(loads, caps, np.random.default_rng(7))
-    unranked = hostmap.server_pools(loads, caps, np.random.default_rng(7), ({}, None))
+    plain = hostmap.host_pools(loads, caps, np.random.default_rng(7))
+    unranked = hostmap.host_pools(loads, caps, np.random.default_rng(7), ({}, None))
     assert plain == unranked
     # the old order: hosts in one random permutation, taken in turn (the heaviest
     # needs 40 / UTIL / 10 = 8 hosts first)

@@ -27,6 +27,7 @@ from swell.extract.conntypes import ConnTable
 from swell.extract.model import FORMAT, FORMAT_VERSION, load_model, save_model
 from swell.extract.sessions import (
     ANCHOR_PARAMS,
+    CLIENT_PARAMS,
     JOINT_PARAMS,
     SESSION_PARAMS,
     Thresholds,
@@ -78,7 +79,8 @@ def _without(src: Path, dest: Path, params: tuple[str, ...]) -> Path:
 
 def test_joint_and_independent_unchanged_and_the_fallback(
         example_model: Path, tmp_path: Path) -> None:
-    before = _without(example_model, tmp_path / "before", SESSION_PARAMS + ANCHOR_PARAMS)
+    before = _without(example_model, tmp_path / "before",
+                      SESSION_PARAMS + ANCHOR_PARAMS + CLIENT_PARAMS)
     assert not any(load_model(before).has_sessions(a) for a in load_model(before).apps)
     assert all(load_model(example_model).has_sessions(a)
                for a in load_model(example_model).apps)
