@@ -200,6 +200,7 @@ RRE_DRAW = "independent"  # --rre-draw joint: each RRE drawn whole (docs/scale.m
 START = "steady"  # --start empty: every session arrives in the run (before 2026-11-30)
 SERVER_WAIT = True  # --no-server-wait: responses leave at once (before 2026-11-30 noon)
 SERVER_MATCH = "delay"  # --server-match none: hosts in any order (before 2026-11-30 evening)
+PAIR_WAIT = "own"  # --pair-wait drawn: whole sessions' waits drawn afresh (before 2026-12-01)
 CLIENT_MATCH = "link"  # --client-match none: whole sessions on the least loaded client host
 MONITOR = "auto"  # --monitor: where the generated traffic is judged (monitor_of)
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
@@ -244,7 +245,8 @@ def swing_background(model_dir: Path, out: Path, seed: int = SEED) -> Any:
 
     options: dict[str, Any] = {"kind": "swing", "model": str(model_dir), "rre_draw": RRE_DRAW,
                                "start": START, "server_wait": SERVER_WAIT,
-                               "server_match": SERVER_MATCH, "client_match": CLIENT_MATCH}
+                               "server_match": SERVER_MATCH, "client_match": CLIENT_MATCH,
+                               "pair_wait": PAIR_WAIT}
     if CALIBRATE:
         options["variant"] = {"target_mbps": load_model(model_dir).mean_rate_bps() / 1e6}
     kind = registry.make("background",
@@ -567,6 +569,10 @@ def main() -> int:
     ap.add_argument("--server-match", choices=("delay", "none"), default="delay",
                     help="delay: an observed server's RREs go to the hosts nearest its own "
                     "delay (swell run's default); none: to hosts in any order")
+    ap.add_argument("--pair-wait", choices=("own", "drawn"), default="own",
+                    help="own: a whole session's pairs wait what their servers waited in the "
+                    "trace, where measured (swell run's default); drawn: every wait drawn "
+                    "afresh (before 2026-12-01)")
     ap.add_argument("--client-match", choices=("link", "none"), default="link",
                     help="link: a whole session (--rre-draw session) goes to a client host "
                     "whose link is nearest its own client's (swell run's default); none: to "
@@ -598,13 +604,14 @@ def main() -> int:
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
-    global SERVER_MATCH, CLIENT_MATCH, CLIENT_RATE_MBPS, MONITOR
+    global SERVER_MATCH, CLIENT_MATCH, PAIR_WAIT, CLIENT_RATE_MBPS, MONITOR
     MONITOR = args.monitor
     CALIBRATE = args.calibrate
     START = args.start
     SERVER_WAIT = not args.no_server_wait
     SERVER_MATCH = args.server_match
     CLIENT_MATCH = args.client_match
+    PAIR_WAIT = args.pair_wait
     RMEM, CAP_SCALE, SERVER_DELAY_MS = args.rmem, args.capacity_scale, args.server_delay_ms
     CLIENT_RATE_MBPS = args.client_rate_mbps
     if CLIENT_RATE_MBPS is not None and CLIENT_RATE_MBPS <= 0:
@@ -669,7 +676,7 @@ def main() -> int:
             summary = seeds_summary(runs, {
                 "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
                 "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH,
-                "client_match": CLIENT_MATCH})
+                "client_match": CLIENT_MATCH, "pair_wait": PAIR_WAIT})
             summary["jobs"] = args.jobs
             write_json(args.out / name / "seeds.json", summary)
             text = seeds_table(name, summary)

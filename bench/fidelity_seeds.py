@@ -22,7 +22,7 @@ def seeds_summary(results: list[FidelityResult], settings: dict[str, Any]) -> di
     """Per direction: throughput of each seed and their mean against the original; the
     energy per octave of each seed and of their mean against the original's floor.
     ``settings``: the bench's draw settings (calibrated, rre_draw, start, server_wait,
-    server_match, client_match), recorded as they are."""
+    server_match, client_match, pair_wait), recorded as they are."""
     m = results[0].meta
     out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results], **settings,
                            "server_delay_ms": m.get("server_delay_ms"),
@@ -82,6 +82,8 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
              + (", servers' waits" if summary.get("server_wait") else ", no servers' waits")
              + (", servers on their own paths" if summary.get("server_match") == "delay"
                 else ", servers on any host")
+             + (", pairs' own waits" if summary.get("rre_draw") == "session"
+                and summary.get("server_wait") and summary.get("pair_wait") == "own" else "")
              + (", whole sessions behind their clients' links"
                 if summary.get("rre_draw") == "session" and summary.get("client_match") == "link"
                 else "")

@@ -41,6 +41,7 @@ from swell.extract.sessions import (
     APP_PARAMS,
     CLIENT_PARAMS,
     JOINT_PARAMS,
+    PAIR_WAIT_PARAMS,
     SESSION_PARAMS,
     WAIT_PARAMS,
     Thresholds,
@@ -102,6 +103,8 @@ PARAM_UNITS = {
     "rspWait": "s a server waited between a request's end and its response (its latency)",
     "pairAt": "s from the connection's first packet to the pair's request, per pair as "
               "pairReq (-1: no request seen)",
+    "pairWait": "s the pair's server waited (its rspWait), per pair as pairReq (-1: none "
+                "measured)",
     "sessClient": "client host index (into net/client/hosts order) per session of sessRres",
     "delay_s": "one-way access delay, s",
     "capacity_bps": "access capacity, bit/s",
@@ -251,7 +254,7 @@ def fit_model(
     server_ids = net.sides["server"]["hosts"]
     for app, vals in params.items():
         for name in (APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS + WAIT_PARAMS + ANCHOR_PARAMS
-                     + CLIENT_PARAMS):
+                     + PAIR_WAIT_PARAMS + CLIENT_PARAMS):
             if name not in vals:
                 continue
             v = vals[name]
@@ -399,7 +402,7 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
     keys = [f"app/{app}/{p}" for p in SESSION_PARAMS]
     present = [k in arrays for k in keys]
     if not any(present):
-        for p in ANCHOR_PARAMS + CLIENT_PARAMS:
+        for p in ANCHOR_PARAMS + PAIR_WAIT_PARAMS + CLIENT_PARAMS:
             if f"app/{app}/{p}" in arrays:
                 raise SwellError(where, f"app/{app}/{p} without {app}'s sessions")
         return  # a model written before them: rre_draw="session" falls back
@@ -432,11 +435,12 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
     for k, a in ((keys[1], gaps), (keys[4], think)):
         if not np.isfinite(a).all() or (len(a) and a.min() < 0):
             raise SwellError(where, f"{k} holds negative, NaN or infinite times")
-    at_key = f"app/{app}/{ANCHOR_PARAMS[0]}"
-    if at_key in arrays:  # optional: models written before it have none
-        at = np.asarray(arrays[at_key])
-        if at.ndim != 1 or len(at) != n or not np.isfinite(at).all() or at.dtype.kind != "f":
-            raise SwellError(where, f"{at_key} must hold {n} times (s; -1: none), one per pair")
+    for key in (f"app/{app}/{ANCHOR_PARAMS[0]}", f"app/{app}/{PAIR_WAIT_PARAMS[0]}"):
+        if key in arrays:  # optional: models written before them have none
+            at = np.asarray(arrays[key])
+            if at.ndim != 1 or len(at) != n or not np.isfinite(at).all() \
+                    or at.dtype.kind != "f" or (n and at.min() < -1.0):
+                raise SwellError(where, f"{key} must hold {n} times (s; -1: none), one per pair")
     cl_key = f"app/{app}/{CLIENT_PARAMS[0]}"
     if cl_key in arrays:  # optional: models written before it have none
         cl = np.asarray(arrays[cl_key])

@@ -189,6 +189,10 @@ WAIT_PARAMS = ("rspWait",)
 # beside the whole sessions; -1: no request seen): a whole session replays a request that
 # followed a long pause at that time (``generators/schedule.py``, anchors).
 ANCHOR_PARAMS = ("pairAt",)
+# Each pair's own server wait (``rspWait``'s value for that pair, -1 where it has none),
+# per pair as pairReq (optional beside the whole sessions): a whole session's responses
+# leave their servers after the trace's own latencies, not after fresh draws.
+PAIR_WAIT_PARAMS = ("pairWait",)
 # The observed client of each whole session, in sessRres' order (optional beside them):
 # a whole session goes to an emulated client whose access link is nearest its own
 # (``generators/hostmap.py``, the client match).
@@ -360,11 +364,12 @@ def app_parameters(
             "rspSize": p["rsp_size"][pm],
             "reqThink": np.maximum(pthink, 0.0, out=pthink),
             "rspWait": pwait,
-            **session_pairs(p, by_conn, app_rows[ai], start),
+            **session_pairs(p, by_conn, app_rows[ai], start, wait),
         }
         # no pairAt without the connections' times
         out[app] = {k: vals[k] for k in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS
-                    + WAIT_PARAMS + ANCHOR_PARAMS + CLIENT_PARAMS if k in vals}
+                    + WAIT_PARAMS + ANCHOR_PARAMS + PAIR_WAIT_PARAMS + CLIENT_PARAMS
+                    if k in vals}
     return out, summary
 
 
@@ -397,11 +402,13 @@ def _pairs_by_conn(p: dict[str, np.ndarray], nconn: int) -> tuple[np.ndarray, np
 
 
 def session_pairs(p: dict[str, np.ndarray], by_conn: tuple[np.ndarray, np.ndarray, np.ndarray],
-                  rows: np.ndarray, start: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                  rows: np.ndarray, start: np.ndarray | None = None,
+                  wait: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """``pairReq``, ``pairRsp`` and ``pairThink`` of the connections ``rows``, in that
     order, each connection's pairs in order (:data:`SESSION_PARAMS`); with the
     connections' ``start`` times also ``pairAt`` (:data:`ANCHOR_PARAMS`): each request's
-    time from its connection's first packet, -1 where the pair has no request."""
+    time from its connection's first packet, -1 where the pair has no request; with the
+    pairs' :func:`server_waits` also ``pairWait``, -1 where a pair has none."""
     order, first, count = by_conn
     n = count[rows]
     total = int(n.sum())
@@ -418,6 +425,9 @@ def session_pairs(p: dict[str, np.ndarray], by_conn: tuple[np.ndarray, np.ndarra
     if start is not None and "req_t0" in p:
         at = p["req_t0"][idx] - start[p["conn"][idx]]
         out["pairAt"] = np.where(np.isfinite(at), np.maximum(at, 0.0), -1.0)
+    if wait is not None:
+        w = wait[idx]
+        out["pairWait"] = np.where(np.isfinite(w), w, -1.0)
     return out
 
 

@@ -59,6 +59,9 @@ class AppSamples:
     # per pair as pair_req, when its request left in the trace, from its connection's
     # first packet (-1: none; empty: a model without them): the anchors of long pauses
     pair_at: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # per pair as pair_req, its own server wait in the trace (-1: none measured; empty: a
+    # model without them, or a spec that draws every wait): the whole sessions' waits
+    pair_wait: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # per whole session, its observed client (sessClient: an index into the model's
     # net/client/hosts; empty: a model without them): the client match
     sess_client: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -86,6 +89,8 @@ class AppSamples:
             raise SwellError(self.name, "the whole sessions' arrays do not agree")
         if self.whole and self.pair_at.size and self.pair_at.size != self.pair_req.size:
             raise SwellError(self.name, "the whole sessions' request times do not agree")
+        if self.whole and self.pair_wait.size and self.pair_wait.size != self.pair_req.size:
+            raise SwellError(self.name, "the whole sessions' server waits do not agree")
         if self.whole and self.sess_client.size and self.sess_client.size != self.sess_rres.size:
             raise SwellError(self.name, "the whole sessions' clients do not agree")
 
@@ -130,6 +135,8 @@ def _session_fields(model: Any, name: str) -> dict[str, np.ndarray]:
         "sess_rres", "pair_req", "pair_rsp") else float) for k, p in SESSION_FIELDS.items()}
     if f"app/{name}/pairAt" in model.arrays:  # else: written before them, no anchors
         out["pair_at"] = np.asarray(model.samples(name, "pairAt"), dtype=float)
+    if f"app/{name}/pairWait" in model.arrays:  # else: every wait drawn
+        out["pair_wait"] = np.asarray(model.samples(name, "pairWait"), dtype=float)
     if f"app/{name}/sessClient" in model.arrays:  # else: no client match
         out["sess_client"] = np.asarray(model.samples(name, "sessClient"), dtype=np.int64)
     return out

@@ -152,14 +152,16 @@ def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
             pairs = tuple((int(q), int(min(x, MAX_BYTES)), round(float(h), 9)) for q, x, h
                           in zip(req, app.pair_rsp[a:b], app.pair_think[a:b], strict=True))
             at: tuple[float, ...] = ()
+            own: tuple[float, ...] = ()
             if not pairs:
                 meta["empty_conns"] = meta.get("empty_conns", 0) + 1
                 pairs = ((MIN_REQ[app.proto], 0, 0.0),)
             else:
                 pairs = (*pairs[:-1], (*pairs[-1][:2], 0.0))
                 at = _anchors(app, a, b)
+                own = _own_waits(app, a, b)
             conns.append(Conn(server, app.proto, app.name,
-                              round(float(app.rre_offsets[c]), 9), pairs, at=at))
+                              round(float(app.rre_offsets[c]), 9), pairs, waits=own, at=at))
         rres.append(Rre(round(gap, 9), tuple(conns)))
     return Session(0, round(t, 9), client, tuple(rres))
 
@@ -172,6 +174,19 @@ def _anchors(app: AppSamples, a: int, b: int) -> tuple[float, ...]:
     after_pause = np.r_[False, app.pair_think[a:b - 1] >= ANCHOR_THINK_S]
     at = np.where(after_pause & (app.pair_at[a:b] >= 0), app.pair_at[a:b], -1.0)
     return tuple(round(float(x), 9) for x in at) if (at >= 0).any() else ()
+
+
+def _own_waits(app: AppSamples, a: int, b: int) -> tuple[float, ...]:
+    """The trace's own server waits of pairs ``a:b`` (one connection), -1 where a pair has
+    none (:func:`_with_waits` draws those); empty without ``pairWait`` or when the
+    application draws no waits."""
+    if not app.pair_wait.size or not _draws_waits(app):
+        return ()
+    return tuple(round(float(w), 6) if w >= 0 else -1.0 for w in app.pair_wait[a:b])
+
+
+def _draws_waits(app: AppSamples) -> bool:
+    return app.proto == "tcp" and app.rsp_wait.size > 0 and app.wait_rng is not None
 
 
 def _draw_session(app: AppSamples, t: float, client: str, n_servers: int,
@@ -202,16 +217,21 @@ def _draw_session(app: AppSamples, t: float, client: str, n_servers: int,
 
 def _with_waits(sess: Session, app: AppSamples) -> Session:
     """``sess`` with each TCP pair's server wait drawn from the application's ``rspWait``
-    (its own generator: the rest of the draw does not change). A request shorter than
-    :data:`WAIT_MIN_REQ` bytes (one the server answers at once in the trace's terms: an
-    empty request raised to the header) gets none, so no request changes size."""
-    if app.proto != "tcp" or not app.rsp_wait.size or app.wait_rng is None:
+    (its own generator: the rest of the draw does not change), or a whole session's pair
+    its own (``pairWait``, set by :func:`_whole_session`; the draw is made for it all the
+    same, so the other pairs' waits are those of a draw without them). A request shorter
+    than :data:`WAIT_MIN_REQ` bytes (one the server answers at once in the trace's terms:
+    an empty request raised to the header) gets none, so no request changes size."""
+    if not _draws_waits(app):
         return sess
+    assert app.wait_rng is not None
     rres = []
     for r in sess.rres:
         conns = []
         for c in r.conns:
             w = np.clip(_draw(app.wait_rng, app.rsp_wait, len(c.pairs)), 0.0, MAX_WAIT_S)
+            if c.waits:  # a whole session's own, -1 where the trace measured none
+                w = np.where(np.array(c.waits) >= 0, np.clip(c.waits, 0.0, MAX_WAIT_S), w)
             waits = tuple(round(float(x), 6) if q >= WAIT_MIN_REQ else 0.0
                           for (q, _, _), x in zip(c.pairs, w, strict=True))
             conns.append(replace(c, waits=waits))

@@ -353,6 +353,11 @@ class SwingSpec(KindSpec):
         True, description="true: each TCP response leaves its server after the latency the "
         "trace's servers showed (the model's rspWait; docs/fidelity.md, \"The servers' "
         "wait\"); false: as soon as the request is in (as before 2026-11-30 noon)")
+    pair_wait: Literal["own", "drawn"] = Field(
+        "own", description="with server_wait and rre_draw: session, own: each pair of a whole "
+        "session waits what its server waited in the trace, where that was measured (the "
+        "model's pairWait; docs/fidelity.md, \"A pair's own wait\"); drawn: every wait drawn "
+        "afresh from the application's rspWait (as before 2026-12-01)")
     server_match: Literal["delay", "none"] = Field(
         "delay", description="delay: an observed server's RREs go to emulated servers whose "
         "access link's one-way delay is nearest that server's own in the trace "
@@ -373,12 +378,15 @@ class SwingSpec(KindSpec):
 
 def spec_samples(spec: SwingSpec, model: Any, source: str) -> tuple[list[Any], float]:
     """The model's samples as ``spec`` draws them: without the servers' waits when its
-    ``server_wait`` is false (``app_samples``: the samples and the rate scale)."""
+    ``server_wait`` is false, without the pairs' own ones when its ``pair_wait`` is
+    ``drawn`` (``app_samples``: the samples and the rate scale)."""
     from swell.generators.schedule import app_samples
 
     apps, scale = app_samples(model, source)
     if not spec.server_wait:
         apps = [replace(a, rsp_wait=np.zeros(0)) for a in apps]
+    if not spec.server_wait or spec.pair_wait == "drawn":
+        apps = [replace(a, pair_wait=np.zeros(0)) for a in apps]
     return apps, scale
 
 

@@ -32,6 +32,7 @@ from swell.extract.sessions import (
     ANCHOR_PARAMS,
     CLIENT_PARAMS,
     JOINT_PARAMS,
+    PAIR_WAIT_PARAMS,
     SESSION_PARAMS,
     Thresholds,
     app_parameters,
@@ -100,7 +101,8 @@ def _old_copy(src: Path, dest: Path) -> Path:
     meta, arrays = modeldir.load(src, FORMAT, FORMAT_VERSION, "swing")
     keep = {k: v for k, v in arrays.items()
             if k.rsplit("/", 1)[-1]
-            not in JOINT_PARAMS + SESSION_PARAMS + ANCHOR_PARAMS + CLIENT_PARAMS}
+            not in JOINT_PARAMS + SESSION_PARAMS + ANCHOR_PARAMS + PAIR_WAIT_PARAMS
+            + CLIENT_PARAMS}
     modeldir.save(dest, meta, keep, default=str)
     return dest
 

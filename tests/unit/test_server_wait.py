@@ -160,3 +160,60 @@ def test_a_swing_background_can_leave_the_waits_out() -> None:
     assert all(a.rsp_wait.size == 0 for a in off)
     sched = build_schedule(off, CLIENTS, SERVERS, 20.0, 3, start="empty")
     assert all(c.waits == () for *_, c in sched.conns())
+
+
+def test_a_whole_session_keeps_its_pairs_own_waits(tmp_path: Path) -> None:
+    """``pairWait``: each pair's own wait in whole-session order, -1 where none was
+    measured; the measured ones are exactly the application's ``rspWait``. A whole
+    session's pair waits its own; a pair without one, and every pair with ``pair_wait:
+    drawn``, draws as before, and the draw of the waits is the same either way."""
+    from swell.extract import modeldir
+    from swell.extract.model import FORMAT, FORMAT_VERSION
+    from swell.generators.swing import SwingSpec, spec_samples
+
+    m = extract_model(REPO / "data/pcap/example.pcap")
+    for a in m.apps:
+        own = m.arrays[f"app/{a}/pairWait"]
+        assert own.size == m.arrays[f"app/{a}/pairReq"].size
+        assert np.array_equal(np.sort(own[own >= 0]), np.sort(m.arrays[f"app/{a}/rspWait"]))
+        assert set(np.unique(own[own < 0])) <= {-1.0}
+    model = save_model(m, tmp_path / "m")
+    on, _ = spec_samples(SwingSpec(model="m", rre_draw="session"), load_model(model), "m")
+    drawn, _ = spec_samples(SwingSpec(model="m", rre_draw="session", pair_wait="drawn"),
+                            load_model(model), "m")
+    http = [a for a in on if a.name == "http-tcp"][0]
+    assert http.pair_wait.size and all(a.pair_wait.size == 0 for a in drawn)
+    a = build_schedule(on, CLIENTS, SERVERS, 30.0, 4, rre_draw="session", start="empty")
+    b = build_schedule(drawn, CLIENTS, SERVERS, 30.0, 4, rre_draw="session", start="empty")
+    assert [(s.t, s.client) for s in a.sessions] == [(s.t, s.client) for s in b.sessions]
+    # each drawn HTTP connection is one of the trace's: find it by its pairs
+    conns = {}
+    for c0, c1 in zip(np.r_[0, np.cumsum(http.rre_pairs)][:-1],
+                      np.r_[0, np.cumsum(http.rre_pairs)][1:], strict=True):
+        key = tuple(int(x) for x in http.pair_rsp[c0:c1])
+        conns.setdefault(key, []).append(http.pair_wait[c0:c1])
+    own_used = other = 0
+    for (*_, x), (*_, y) in zip(a.conns(), b.conns(), strict=True):
+        assert x.pairs == y.pairs
+        if x.app != "http-tcp" or not x.waits:
+            continue
+        key = tuple(p[1] for p in x.pairs)
+        if key not in conns:  # a connection of the trace without a pair: one empty pair
+            assert x.pairs == ((MIN_REQ["tcp"], 0, 0.0),)
+            continue
+        cands = conns[key]
+        for i, ((q, _, _), w, v) in enumerate(zip(x.pairs, x.waits, y.waits, strict=True)):
+            if q < WAIT_MIN_REQ:
+                assert w == v == 0.0
+            elif all(c[i] >= 0 for c in cands) and len({round(c[i], 6) for c in cands}) == 1:
+                assert w == round(float(cands[0][i]), 6)  # its own
+                own_used += 1
+            elif all(c[i] < 0 for c in cands):
+                assert w == v  # none measured: drawn as without pairWait
+                other += 1
+    assert own_used > 100 and other > 0
+    meta, arrays = modeldir.load(model, FORMAT, FORMAT_VERSION, "swing")
+    arrays["app/http-tcp/pairWait"] = arrays["app/http-tcp/pairWait"][:-1]
+    modeldir.save(tmp_path / "bad", meta, arrays, default=str)
+    with pytest.raises(SwellError, match="pairWait must hold"):
+        load_model(tmp_path / "bad")
