@@ -8,8 +8,8 @@ of the draw is as without it) and the optional request anchors. A whole session
 (below) anchors the requests that followed a pause of :data:`ANCHOR_THINK_S` or
 more at their times in the trace (the model's ``pairAt``): the pause is the
 user's, and replayed after each connection's own response, with its own transfer
-times and drawn server waits, a page's requests drift apart by hundreds of
-milliseconds where the trace's came together (docs/fidelity.md).
+times, a page's requests drift apart by hundreds of milliseconds where the
+trace's came together (docs/fidelity.md).
 
 :func:`build_schedule` draws a schedule from per-application empirical
 samples (:class:`AppSamples`, read from a Swing model directory by
@@ -31,8 +31,10 @@ With ``rre_draw="session"`` (opt-in, tmix-like) a whole session of the trace is
 taken: one of the application's trace sessions, picked uniformly, gives its RREs,
 the gaps between them, each RRE's connections and offsets, and every pair's
 request and response sizes and think time (the model's
-:data:`swell.extract.sessions.SESSION_PARAMS`), and each RRE's own server (its
-``rreServer``; a joint draw's RRE keeps its own server too). A model without the
+:data:`swell.extract.sessions.SESSION_PARAMS`), each RRE's own server (its
+``rreServer``; a joint draw's RRE keeps its own server too), each pair's own
+server wait where the trace measured one (``pairWait``; the others drawn) and
+the session's own client (``sessClient``, matched by link). A model without the
 sessions falls back to the joint draw (one by one without the joint sample
 either); ``meta["rre_draw"]`` says which draw each application got.
 Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
