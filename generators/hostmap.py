@@ -186,9 +186,9 @@ def host_pools(loads: dict[int, float], caps: np.ndarray, rng: np.random.Generat
 
 def _widen_by_key(pools: dict[int, list[int]], loads: dict[int, float], caps: np.ndarray,
                   free: FreeHosts, obs_key: dict[int, Any], host_key: np.ndarray) -> None:
-    """Hosts left over, in the random order, each to the observed server nearest its
-    delay (among equals, the one most loaded for its pool's capacity): the whole pool
-    is used and a host serves a path like its own."""
+    """Hosts left over, in the random order, each to the observed host nearest its key
+    (a server's delay, a client's link; among equals, the one most loaded for its
+    pool's capacity): the whole pool is used and a host serves a path like its own."""
     vs = np.array(sorted(obs_key), dtype=np.int64)
     rk = np.array([obs_key[int(v)] for v in vs])
     load = np.array([loads[int(v)] for v in vs])

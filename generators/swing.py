@@ -365,9 +365,9 @@ class SwingSpec(KindSpec):
         "none: to hosts in any order (Swing's mapping, as before 2026-11-30 evening)")
     client_match: Literal["link", "none"] = Field(
         "link", description="link: a whole session (rre_draw: session) goes to a client host "
-        "whose access link (capacity, then delay) is nearest its own client's in the trace "
-        "(docs/scale.md, section 1); none: to the least loaded client host. Sessions of the "
-        "other draws have no client of their own and always go to the least loaded")
+        "whose access link (capacity and delay, in log scale) is nearest its own client's in "
+        "the trace (docs/scale.md, section 1); none: to the least loaded client host. Sessions "
+        "of the other draws have no client of their own and always go to the least loaded")
 
     @model_validator(mode="after")
     def _needs_input(self) -> SwingSpec:
