@@ -1,12 +1,14 @@
 """Energy per octave of one direction split by packet class, original against generated (no root).
 
     .venv/bin/python bench/c2s_energy_split.py --original TRACE \\
-        --run WORK_DIR:WARMUP_S:RUN_S [--run ...] [--direction c2s] [--json OUT]
+        --run WORK_DIR:WARMUP_S:RUN_S [--run ...] [--direction c2s] [--at clients]
+        [--json OUT]
 
 Issue 19 (docs/scale.md, section 7): after swell-gen's receivers moved to
 delayed ACKs, web-lan's client -> server energy of the mean over seeds got
 smoother than the trace at 2-16 ms and 256-512 ms. This reads runs already on
-disk (a ``bench/fidelity.py`` work directory: ``capture/bottleneck-*.pcap`` and
+disk (a ``bench/fidelity.py`` work directory: ``capture/bottleneck-*.pcap``, or
+with ``--at clients`` the client namespaces' ``capture/clients-*-*.pcap``, and
 ``background/records.jsonl``) and the original trace, and gives, per octave,
 the log2 energy (``analysis.energy.energy_plot``, db3, 1 ms bins, as
 ``bench/fidelity.py`` compares) of the direction's series built from:
@@ -61,18 +63,19 @@ SYN, FIN, RST = 2, 1, 4
 CLASSES = ("all", "data", "ack", "ctl", "no-ack", "http", "dns", "other")
 
 
-def load(path: Path) -> dict[str, np.ndarray]:
-    """IP packets of a capture with payload lengths, time-ordered."""
+def load(*paths: Path) -> dict[str, np.ndarray]:
+    """IP packets of one or more captures with payload lengths, time-ordered together."""
     from swell.extract.reader import open_trace
 
     cols: dict[str, list[np.ndarray]] = {}
     names = ("ts_ns", "wirelen", "payload_len", "proto", "tcp_flags", "saddr_hi", "saddr_lo",
              "daddr_hi", "daddr_lo", "sport", "dport")
-    with open_trace(path) as tr:
-        for ch in tr.chunks(max_packets=1 << 18):
-            ip = np.asarray(ch.ipver) != 0
-            for k in names:
-                cols.setdefault(k, []).append(np.asarray(getattr(ch, k))[ip])
+    for path in paths:
+        with open_trace(path) as tr:
+            for ch in tr.chunks(max_packets=1 << 18):
+                ip = np.asarray(ch.ipver) != 0
+                for k in names:
+                    cols.setdefault(k, []).append(np.asarray(getattr(ch, k))[ip])
     out = {k: np.concatenate(v) for k, v in cols.items()}
     order = np.argsort(out["ts_ns"], kind="stable")
     return {k: v[order] for k, v in out.items()}
@@ -99,6 +102,18 @@ def as_packets(p: dict[str, np.ndarray]) -> Packets:
                    daddr_lo=p["daddr_lo"].astype(np.uint64),
                    sport=p["sport"].astype(np.uint16), dport=p["dport"].astype(np.uint16),
                    proto=p["proto"].astype(np.uint8), tcp_flags=p["tcp_flags"].astype(np.uint8))
+
+
+def run_captures(work: Path, way: str, at: str) -> list[Path]:
+    """A run's captures of ``way`` (forward: client -> server) where it was measured:
+    the bottleneck's one file, or every client namespace's tap (before the uplinks,
+    after the downlinks: where ``bench/fidelity.py --monitor`` puts the trace's
+    monitor beside its clients)."""
+    pattern = f"bottleneck-{way}.pcap" if at == "bottleneck" else f"clients-*-{way}.pcap"
+    files = sorted((work / "capture").glob(pattern))
+    if not files:
+        raise SystemExit(f"{work}: no capture/{pattern}")
+    return files
 
 
 def client_start_ns(work: Path, fwd: dict[str, np.ndarray]) -> int:
@@ -148,6 +163,8 @@ def main() -> int:
     ap.add_argument("--run", action="append", required=True,
                     help="WORK_DIR:WARMUP_S:RUN_S (a bench/fidelity.py work dir)")
     ap.add_argument("--direction", choices=("c2s", "s2c"), default="c2s")
+    ap.add_argument("--at", choices=("bottleneck", "clients"), default="bottleneck",
+                    help="where the run is measured (clients: the client namespaces' taps)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
 
@@ -155,12 +172,11 @@ def main() -> int:
     d = syn_directions(as_packets(orig))[a.direction]
     res: dict[str, Any] = {"original": energies(orig, d, int(orig["ts_ns"].min()),
                                                 int(orig["ts_ns"].max()) + 1), "runs": {}}
-    fname = "bottleneck-forward.pcap" if a.direction == "c2s" else "bottleneck-reverse.pcap"
+    way = "forward" if a.direction == "c2s" else "reverse"
     for spec in a.run:
         work, warm, run = spec.rsplit(":", 2)
-        cap = load(Path(work) / "capture" / fname)
-        fwd = cap if a.direction == "c2s" else load(Path(work) / "capture"
-                                                    / "bottleneck-forward.pcap")
+        cap = load(*run_captures(Path(work), way, a.at))
+        fwd = cap if way == "forward" else load(*run_captures(Path(work), "forward", a.at))
         t0 = client_start_ns(Path(work), fwd)
         w0, w1 = t0 + int(float(warm) * 1e9), t0 + int(float(run) * 1e9)
         res["runs"][work] = energies(cap, np.ones(len(cap["ts_ns"]), bool), w0, w1)

@@ -660,9 +660,8 @@ def main() -> int:
             for fut in futures:
                 fut.cancel()
             if isinstance(exc, KeyboardInterrupt):
-                for proc in list(pool._processes.values()):  # noqa: SLF001 (no public list)
-                    if proc.is_alive():
-                        os.kill(proc.pid, signal.SIGTERM)
+                for proc in multiprocessing.active_children():  # the pool's workers
+                    os.kill(proc.pid, signal.SIGTERM)
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown()

@@ -59,7 +59,11 @@ from swell.generators.kind import (
 from swell.generators.models import VariantSpec, apply_variant, base_model
 from swell.generators.schedule import Schedule, Session, read_schedule, write_schedule
 from swell.generators.swing_accounting import load_records as load_records  # re-exported
-from swell.generators.swing_accounting import offered_by_direction, run_accounting
+from swell.generators.swing_accounting import (
+    offered_by_direction,
+    run_accounting,
+    scheduled_by_direction,
+)
 from swell.native import native_artifact
 from swell.placement import Endpoint, GroupNeed, HostNeeds, PathFacts, Placement, by_group
 
@@ -408,22 +412,9 @@ def observed_client_links(model: Any) -> np.ndarray | None:
 
 
 def offered_mbps(sched: Schedule, start_s: float = 0.0, end_s: float | None = None) -> float:
-    """Payload both ways of the connections scheduled to start in ``[start_s, end_s)``.
-
-    A connection's scheduled start is its session's arrival plus the think times of the
-    RREs before it plus its offset in the RRE (transfer times are not known in advance,
-    so this is a lower bound of when it really starts).
-    """
-    end = sched.duration_s if end_s is None else end_s
-    total = 0
-    for sess in sched.sessions:
-        t = sess.t
-        for rre in sess.rres:
-            t += rre.gap
-            for c in rre.conns:
-                if start_s <= t + c.offset < end:
-                    total += sum(q + a for q, a, _ in c.pairs)
-    return 8.0 * total / max(end - start_s, 1e-9) / 1e6
+    """Payload both ways of the connections scheduled to start in ``[start_s, end_s)``
+    (:func:`~swell.generators.swing_accounting.scheduled_by_direction`)."""
+    return sum(scheduled_by_direction(sched, start_s, end_s).values())
 
 
 def _asked_mbps(m: Any) -> dict[str, float]:

@@ -68,6 +68,16 @@ def offered_by_direction(sched: Schedule, start_s: float, end_s: float | None = 
                 a += c.rsp_bytes * share
         span = max(end - start_s, 1e-9)
         return {"forward": 8 * q / span / 1e6, "reverse": 8 * a / span / 1e6}
+    return scheduled_by_direction(sched, start_s, end)
+
+
+def scheduled_by_direction(sched: Schedule, start_s: float, end_s: float | None = None
+                           ) -> dict[str, float]:
+    """Payload per direction (Mbit/s over ``[start_s, end_s)``) of the connections
+    scheduled to start in it. A connection's scheduled start is its session's arrival
+    plus the think times of the RREs before it plus its offset in the RRE: transfer
+    times are not known in advance, so this is a lower bound of when it starts."""
+    end = sched.duration_s if end_s is None else end_s
     req = rsp = 0
     for sess in sched.sessions:
         t = sess.t

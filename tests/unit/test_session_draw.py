@@ -209,3 +209,27 @@ def test_apps_for_draw_leaves_out_what_each_draw_does_not_use(
         monkeypatch.setattr(fidelity, "RRE_DRAW", draw)
         ok, _, _ = fidelity.usable_apps(example_model)
         assert ok and all(a.whole == (draw == "session") for a in ok if a.rre_conns.size)
+
+
+def test_scheduled_payload_counts_connections_by_their_scheduled_start() -> None:
+    """A connection counts in a window when its session's arrival, the gaps of the RREs
+    up to its own and its offset put its start inside; its bytes go to their direction.
+    ``offered_mbps`` is both directions of the same count."""
+    from swell.generators.schedule import Conn, Rre, Schedule, Session
+    from swell.generators.swing import offered_mbps
+    from swell.generators.swing_accounting import offered_by_direction, scheduled_by_direction
+
+    def conn(offset: float, req: int, rsp: int) -> Conn:
+        return Conn("10.2.0.1:80", "tcp", "http", offset, ((req, rsp, 0.0),))
+
+    # session at 1 s: RRE 1 (gap 0) conns at 1.0 and 4.5; RRE 2 (gap 3) conn at 4.0 + 2
+    sess = Session(0, 1.0, "10.1.0.1", (Rre(0.0, (conn(0.0, 1000, 9000), conn(3.5, 10, 20))),
+                                        Rre(3.0, (conn(2.0, 500, 5000),))))
+    sched = Schedule(1, 10.0, [sess])
+    got = scheduled_by_direction(sched, 2.0, 6.0)  # 4.5 in, 1.0 before, 6.0 at the end
+    assert got == pytest.approx({"forward": 8 * 10 / 4 / 1e6, "reverse": 8 * 20 / 4 / 1e6})
+    whole = scheduled_by_direction(sched, 0.0)
+    assert whole == pytest.approx({"forward": 8 * 1510 / 10 / 1e6,
+                                   "reverse": 8 * 14020 / 10 / 1e6})
+    assert offered_mbps(sched, 2.0, 7.0) == pytest.approx(8 * 5530 / 5 / 1e6)
+    assert offered_by_direction(sched, 0.0) == whole  # no steady start: the same count
