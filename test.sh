@@ -23,6 +23,12 @@ echo "== ruff"
 ruff check .
 echo "== ansible-lint (testbed playbooks)"
 (cd ansible && ansible-lint --nocolor -q .)
+echo "== cargo fmt --check (native core)"
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --check
+else
+  echo "skipped: rustfmt is not installed with this cargo (rustup component add rustfmt)"
+fi
 echo "== cargo test (native core)"
 cargo test --release --locked --quiet 2>&1 | grep -Ev "^\s*$|^running 0 tests|Running|Doc-tests"
 echo "== pytest"

@@ -99,8 +99,18 @@ enum PairWire {
 impl From<PairWire> for Pair {
     fn from(w: PairWire) -> Pair {
         match w {
-            PairWire::Wait(req, rsp, think, wait) => Pair { req, rsp, think, wait },
-            PairWire::Plain(req, rsp, think) => Pair { req, rsp, think, wait: 0.0 },
+            PairWire::Wait(req, rsp, think, wait) => Pair {
+                req,
+                rsp,
+                think,
+                wait,
+            },
+            PairWire::Plain(req, rsp, think) => Pair {
+                req,
+                rsp,
+                think,
+                wait: 0.0,
+            },
         }
     }
 }

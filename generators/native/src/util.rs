@@ -128,7 +128,10 @@ pub const MAX_SPIN_NS: u64 = 2_000_000;
 
 impl Pacer {
     pub fn new(base_ns: u64) -> Pacer {
-        Pacer { base_ns, late_est_ns: 0 }
+        Pacer {
+            base_ns,
+            late_est_ns: 0,
+        }
     }
 
     /// The current spin window (ns).
@@ -378,7 +381,11 @@ mod tests {
         for _ in 0..20 {
             p.observe(60_000); // wake-ups 60 us late: the 40 us window misses them
         }
-        assert!(p.spin_ns() >= 110_000 && p.spin_ns() <= 120_000, "{}", p.spin_ns());
+        assert!(
+            p.spin_ns() >= 110_000 && p.spin_ns() <= 120_000,
+            "{}",
+            p.spin_ns()
+        );
         for _ in 0..20 {
             p.observe(0); // prompt again: the estimate decays by 1/64 a wake-up
         }
@@ -394,7 +401,10 @@ mod tests {
     }
 
     fn thread_cpu_ns() -> u64 {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
         ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
     }

@@ -46,7 +46,10 @@ const KIND_PROBE: u8 = 0;
 const KIND_PING: u8 = 1;
 
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -82,14 +85,19 @@ impl Args {
             let key = raw[i]
                 .strip_prefix("--")
                 .ok_or_else(|| format!("unexpected argument {:?}", raw[i]))?;
-            let val = raw.get(i + 1).ok_or_else(|| format!("--{key} needs a value"))?;
+            let val = raw
+                .get(i + 1)
+                .ok_or_else(|| format!("--{key} needs a value"))?;
             out.push((key.to_string(), val.clone()));
             i += 2;
         }
         Ok(Args(out))
     }
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
     fn req(&self, key: &str) -> Result<&str, String> {
         self.get(key).ok_or_else(|| format!("--{key} is required"))
@@ -105,7 +113,8 @@ impl Args {
 }
 
 fn addr(s: &str) -> Result<SocketAddr, String> {
-    s.parse().map_err(|_| format!("bad address {s:?} (want IP:PORT)"))
+    s.parse()
+        .map_err(|_| format!("bad address {s:?} (want IP:PORT)"))
 }
 
 fn header(buf: &mut [u8], kind: u8, train: u32, seq: u32, tx: u64) {
@@ -125,7 +134,10 @@ fn set_int(fd: i32, level: i32, opt: i32, val: i32) {
 /// One datagram with its kernel receive stamp (ns, CLOCK_REALTIME) and source.
 fn recv_stamped(fd: i32, buf: &mut [u8], block: bool) -> Option<(usize, u64, libc::sockaddr_in)> {
     let mut src: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
     let mut cbuf = [0u8; 128];
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_name = &mut src as *mut _ as *mut libc::c_void;
@@ -160,12 +172,19 @@ fn recv_stamped(fd: i32, buf: &mut [u8], block: bool) -> Option<(usize, u64, lib
 /// device's transmit path, after the system call: a sender preempted between its own
 /// clock read and the send no longer shifts the stamp), numbered from 0 per socket.
 fn enable_tx_stamps(fd: i32) -> bool {
-    let flags = (libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE
-        | libc::SOF_TIMESTAMPING_OPT_ID | libc::SOF_TIMESTAMPING_OPT_TSONLY) as i32;
+    let flags = (libc::SOF_TIMESTAMPING_TX_SOFTWARE
+        | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY) as i32;
     // SAFETY: passes a live i32 of the size given.
     unsafe {
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING,
-                         &flags as *const i32 as *const libc::c_void, 4) == 0
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            &flags as *const i32 as *const libc::c_void,
+            4,
+        ) == 0
     }
 }
 
@@ -174,8 +193,10 @@ fn enable_tx_stamps(fd: i32) -> bool {
 fn read_tx_stamps(fd: i32, out: &mut Vec<(u32, u64)>) {
     loop {
         let mut data = [0u8; 64];
-        let mut iov = libc::iovec { iov_base: data.as_mut_ptr() as *mut libc::c_void,
-                                    iov_len: data.len() };
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
         let mut cbuf = [0u8; 256];
         // SAFETY: a zeroed msghdr is valid; its pointers are set to live buffers below.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -197,9 +218,11 @@ fn read_tx_stamps(fd: i32, out: &mut Vec<(u32, u64)>) {
                     let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
                     stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
                 } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
-                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR) {
+                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
+                {
                     let e = std::ptr::read_unaligned(
-                        libc::CMSG_DATA(c) as *const libc::sock_extended_err);
+                        libc::CMSG_DATA(c) as *const libc::sock_extended_err
+                    );
                     if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING {
                         id = Some(e.ee_data);
                     }
@@ -245,7 +268,9 @@ fn recv(args: &Args) -> Result<(), String> {
     set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    writeln!(out, "ready").and_then(|_| out.flush()).map_err(|e| e.to_string())?;
+    writeln!(out, "ready")
+        .and_then(|_| out.flush())
+        .map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; 65536];
     let mut block = true;
     loop {
@@ -285,10 +310,15 @@ fn recv(args: &Args) -> Result<(), String> {
 }
 
 fn set_realtime(priority: i32) {
-    let param = libc::sched_param { sched_priority: priority };
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: plain syscall on this process with a valid sched_param.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        eprintln!("swell-probe: warning: SCHED_FIFO {priority}: {}", std::io::Error::last_os_error());
+        eprintln!(
+            "swell-probe: warning: SCHED_FIFO {priority}: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
@@ -318,33 +348,47 @@ fn send(args: &Args) -> Result<(), String> {
         }
     }
     let sock = UdpSocket::bind(SocketAddr::new(src, 0)).map_err(|e| format!("bind {src}: {e}"))?;
-    sock.connect(dst).map_err(|e| format!("connect {dst}: {e}"))?;
+    sock.connect(dst)
+        .map_err(|e| format!("connect {dst}: {e}"))?;
     set_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 8 << 20);
     // the error queue holding the transmit stamps counts against the receive buffer
     set_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
     let stamped = enable_tx_stamps(sock.as_raw_fd());
     if !stamped {
-        eprintln!("swell-probe: warning: no kernel transmit stamps: {}",
-                  std::io::Error::last_os_error());
+        eprintln!(
+            "swell-probe: warning: no kernel transmit stamps: {}",
+            std::io::Error::last_os_error()
+        );
     }
     let mut datagrams = 0u32;
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    writeln!(out, "ready").and_then(|_| out.flush()).map_err(|e| e.to_string())?;
+    writeln!(out, "ready")
+        .and_then(|_| out.flush())
+        .map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; 65536];
     for line in std::io::stdin().lock().lines() {
         let line = line.map_err(|e| e.to_string())?;
         let mut f = line.split_whitespace();
         match f.next() {
             Some("train") => {
-                let id: u32 = f.next().and_then(|v| v.parse().ok()).ok_or("train: bad id")?;
-                let size: usize = f.next().and_then(|v| v.parse().ok()).ok_or("train: bad size")?;
+                let id: u32 = f
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("train: bad id")?;
+                let size: usize = f
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("train: bad size")?;
                 if !(HEADER..=65507).contains(&size) {
                     return Err(format!("train: size {size} must be {HEADER}..65507 bytes"));
                 }
                 let gaps: Vec<u64> = f
-                    .map(|v| v.parse::<u64>().map_err(|_| format!("train: bad gap {v:?}")))
+                    .map(|v| {
+                        v.parse::<u64>()
+                            .map_err(|_| format!("train: bad gap {v:?}"))
+                    })
                     .collect::<Result<_, _>>()?;
                 let start = now_ns() + 50_000;
                 let first_datagram = datagrams;
@@ -390,7 +434,9 @@ fn send(args: &Args) -> Result<(), String> {
                     Ok(n) if n >= HEADER && &rb[0..4] == MAGIC && rb[4] == KIND_PING => "pong",
                     _ => "noreply",
                 };
-                writeln!(out, "{answer}").and_then(|_| out.flush()).map_err(|e| e.to_string())?;
+                writeln!(out, "{answer}")
+                    .and_then(|_| out.flush())
+                    .map_err(|e| e.to_string())?;
             }
             Some("quit") | None => break,
             Some(other) => return Err(format!("unknown command {other:?}")),

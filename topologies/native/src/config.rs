@@ -102,7 +102,9 @@ fn one_u64() -> u64 {
 }
 
 pub fn parse_ipv4(s: &str) -> Result<u32, String> {
-    s.parse::<std::net::Ipv4Addr>().map(u32::from).map_err(|_| format!("bad IPv4 address {s:?}"))
+    s.parse::<std::net::Ipv4Addr>()
+        .map(u32::from)
+        .map_err(|_| format!("bad IPv4 address {s:?}"))
 }
 
 /// An IPv4 address mapped into IPv6 (`::ffff:a.b.c.d`): one key space for both families.
@@ -113,7 +115,9 @@ pub fn v4_mapped(a: u32) -> u128 {
 /// An IPv4 or IPv6 address as a 128-bit key (IPv4 mapped, see `v4_mapped`).
 pub fn parse_ip(s: &str) -> Result<u128, String> {
     if s.contains(':') {
-        return s.parse::<std::net::Ipv6Addr>().map(u128::from)
+        return s
+            .parse::<std::net::Ipv6Addr>()
+            .map(u128::from)
             .map_err(|_| format!("bad IPv6 address {s:?}"));
     }
     parse_ipv4(s).map(v4_mapped)
@@ -123,7 +127,10 @@ pub fn parse_ip(s: &str) -> Result<u128, String> {
 /// length) in the 128-bit key space: an IPv4 prefix /n becomes /(96+n).
 pub fn parse_prefix(s: &str) -> Result<(u128, u8), String> {
     let (addr, len) = match s.split_once('/') {
-        Some((a, l)) => (a, Some(l.parse::<u8>().map_err(|_| format!("bad prefix {s:?}"))?)),
+        Some((a, l)) => (
+            a,
+            Some(l.parse::<u8>().map_err(|_| format!("bad prefix {s:?}"))?),
+        ),
         None => (s, None),
     };
     let v6 = addr.contains(':');
@@ -138,7 +145,11 @@ pub fn parse_prefix(s: &str) -> Result<(u128, u8), String> {
 
 /// The 128-bit mask of a prefix length.
 pub fn prefix_mask(len: u8) -> u128 {
-    if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) }
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len))
+    }
 }
 
 pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
@@ -163,7 +174,10 @@ impl Config {
         let known = |p: &str| cfg.ports.iter().any(|q| q.name == p);
         for r in &cfg.routes {
             if !known(&r.port) {
-                return Err(format!("{path}: route {} to unknown port {}", r.prefix, r.port));
+                return Err(format!(
+                    "{path}: route {} to unknown port {}",
+                    r.prefix, r.port
+                ));
             }
         }
         for (a, b, _) in &cfg.port_pipes {
@@ -186,8 +200,14 @@ mod tests {
 
     #[test]
     fn prefixes_and_macs() {
-        assert_eq!(parse_prefix("10.1.2.3/16").unwrap(), (v4_mapped(0x0a01_0000), 112));
-        assert_eq!(parse_prefix("10.1.2.3").unwrap(), (v4_mapped(0x0a01_0203), 128));
+        assert_eq!(
+            parse_prefix("10.1.2.3/16").unwrap(),
+            (v4_mapped(0x0a01_0000), 112)
+        );
+        assert_eq!(
+            parse_prefix("10.1.2.3").unwrap(),
+            (v4_mapped(0x0a01_0203), 128)
+        );
         assert_eq!(parse_prefix("0.0.0.0/0").unwrap(), (v4_mapped(0), 96));
         assert!(parse_prefix("10.1.2.3/33").is_err());
         let net = 0xfd00_5e11_u128 << 96;
@@ -198,7 +218,10 @@ mod tests {
         assert!(parse_prefix("fd00::/129").is_err());
         assert!(parse_prefix("fd00::zz/64").is_err());
         assert_eq!(parse_ip("10.0.0.1").unwrap(), 0xffff_0a00_0001);
-        assert_eq!(parse_mac("02:00:0a:ff:00:01").unwrap(), [2, 0, 10, 255, 0, 1]);
+        assert_eq!(
+            parse_mac("02:00:0a:ff:00:01").unwrap(),
+            [2, 0, 10, 255, 0, 1]
+        );
         assert!(parse_mac("02:00").is_err());
     }
 }

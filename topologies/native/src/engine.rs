@@ -29,8 +29,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
@@ -42,14 +42,20 @@ use crate::port::{Port, BATCH};
 pub static STOP: AtomicBool = AtomicBool::new(false);
 
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn real_ns() -> i128 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
@@ -77,7 +83,10 @@ fn routable(f: &IpFields) -> bool {
 
 /// Longest prefix match of `dst` in `routes` (sorted longest prefix first).
 fn route_lookup(routes: &[(u128, u8, u16)], dst: u128) -> Option<u16> {
-    routes.iter().find(|&&(net, len, _)| dst & prefix_mask(len) == net).map(|r| r.2)
+    routes
+        .iter()
+        .find(|&&(net, len, _)| dst & prefix_mask(len) == net)
+        .map(|r| r.2)
 }
 
 /// What the engine reads of an IP header: addresses as 128-bit keys (IPv4
@@ -152,9 +161,16 @@ impl Engine {
     /// threaded engine (see `shard.rs`): it receives on port i only, transmits
     /// on every port, and writes only the captures of pipes leaving port i.
     /// `peers` holds one shared peer-MAC cell per port (see `Port`).
-    pub fn new(cfg: &Config, spin_us: u64, rx_port: Option<usize>, peers: &[Arc<AtomicU64>])
-               -> Result<Engine, String> {
-        let ports = cfg.ports.iter().enumerate()
+    pub fn new(
+        cfg: &Config,
+        spin_us: u64,
+        rx_port: Option<usize>,
+        peers: &[Arc<AtomicU64>],
+    ) -> Result<Engine, String> {
+        let ports = cfg
+            .ports
+            .iter()
+            .enumerate()
             .map(|(i, p)| Port::open(p, rx_port.is_none_or(|r| r == i), peers[i].clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let port_idx = |name: &str| cfg.ports.iter().position(|p| p.name == name).unwrap() as u16;
@@ -194,7 +210,13 @@ impl Engine {
             captures.push(Capture::create(path, offset)?);
         }
         Ok(Engine {
-            ports, pipes, routes, hosts, port_pipe, capture_of, captures,
+            ports,
+            pipes,
+            routes,
+            hosts,
+            port_pipe,
+            capture_of,
+            captures,
             heap: BinaryHeap::new(),
             pool: Vec::new(),
             arrivals: Vec::with_capacity(BATCH * np),
@@ -219,7 +241,11 @@ impl Engine {
                 port.learn_peer_mac(src);
             }
         }
-        let ethertype = if frame.len() >= 14 { [frame[12], frame[13]] } else { [0, 0] };
+        let ethertype = if frame.len() >= 14 {
+            [frame[12], frame[13]]
+        } else {
+            [0, 0]
+        };
         if ethertype == [8, 6] {
             port.counters.rx_arp += 1;
             if let Some(reply) = port.arp_reply(&frame) {
@@ -258,7 +284,17 @@ impl Engine {
                 n += 1;
             }
         }
-        self.advance(Pkt { buf: frame, len, out, path, n: n as u8, next: 0 }, now);
+        self.advance(
+            Pkt {
+                buf: frame,
+                len,
+                out,
+                path,
+                n: n as u8,
+                next: 0,
+            },
+            now,
+        );
     }
 
     /// Moves a packet into its next pipe at time `t`, or to its port's transmit queue.
@@ -277,7 +313,8 @@ impl Engine {
                 if v4 && now.saturating_sub(port.last_arp_request) > 50_000_000 {
                     port.last_arp_request = now;
                     port.counters.arp_requests += 1;
-                    let dst = u32::from_be_bytes([pkt.buf[30], pkt.buf[31], pkt.buf[32], pkt.buf[33]]);
+                    let dst =
+                        u32::from_be_bytes([pkt.buf[30], pkt.buf[31], pkt.buf[32], pkt.buf[33]]);
                     let req = port.arp_request(dst);
                     port.txq.push(req);
                 }
@@ -364,7 +401,8 @@ impl Engine {
             if n > 0 {
                 let now = mono_ns();
                 for (buf, stamp) in frames.drain(..) {
-                    let t = (stamp - self.real_offset).clamp(now as i128 - 1_000_000_000, now as i128);
+                    let t =
+                        (stamp - self.real_offset).clamp(now as i128 - 1_000_000_000, now as i128);
                     let t = if stamp == 0 { now } else { t as u64 };
                     last = t;
                     arrivals.push((t, pi as u16, buf));
@@ -391,8 +429,11 @@ impl Engine {
     /// burn its CPU share (under SCHED_FIFO the kernel would throttle it for
     /// 50 ms per second past 95%) and an idle one is still exact.
     /// `wake_fd` (if any) is one more fd to wake up on (a shard's stop signal).
-    pub fn run(&mut self, stats: &mut Option<StatsWriter>, wake_fd: Option<i32>)
-               -> Result<(), String> {
+    pub fn run(
+        &mut self,
+        stats: &mut Option<StatsWriter>,
+        wake_fd: Option<i32>,
+    ) -> Result<(), String> {
         const WINDOW: u64 = 10_000_000;
         let waiter = Waiter::new(&self.ports, wake_fd)?;
         let interval = stats.as_ref().map_or(u64::MAX, |s| s.interval_ns);
@@ -437,7 +478,11 @@ impl Engine {
                 continue;
             }
             let now = mono_ns();
-            let next = self.heap.peek().map_or(u64::MAX, |r| r.0 .0).min(next_stats);
+            let next = self
+                .heap
+                .peek()
+                .map_or(u64::MAX, |r| r.0 .0)
+                .min(next_stats);
             if next <= now {
                 continue;
             }
@@ -513,8 +558,11 @@ impl Engine {
         let mut caps = Map::new();
         for c in &mut self.captures {
             c.flush();
-            caps.insert(c.path.clone(), json!({"written": c.written, "lost": c.lost,
-                                               "error": c.error}));
+            caps.insert(
+                c.path.clone(),
+                json!({"written": c.written, "lost": c.lost,
+                                               "error": c.error}),
+            );
         }
         json!({"t": (now - self.start_ns) as f64 / 1e9, "final": full, "pipes": pipes,
                "ports": ports, "captures": caps})
@@ -539,21 +587,28 @@ pub struct StatsWriter {
 impl StatsWriter {
     pub fn create(path: &str, interval_ms: u64) -> Result<StatsWriter, String> {
         let f = std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?;
-        Ok(StatsWriter { out: StatsOut::File(std::io::BufWriter::new(f)),
-                         interval_ns: interval_ms.max(1) * 1_000_000 })
+        Ok(StatsWriter {
+            out: StatsOut::File(std::io::BufWriter::new(f)),
+            interval_ns: interval_ms.max(1) * 1_000_000,
+        })
     }
 
     pub fn shard(index: usize, to: Sender<ShardRecord>, interval_ms: u64) -> StatsWriter {
-        StatsWriter { out: StatsOut::Shard(index, to), interval_ns: interval_ms.max(1) * 1_000_000 }
+        StatsWriter {
+            out: StatsOut::Shard(index, to),
+            interval_ns: interval_ms.max(1) * 1_000_000,
+        }
     }
 
     fn write(&mut self, eng: &mut Engine, now: u64, full: bool) -> Result<(), String> {
         let v = eng.stats_json(now, full);
         match &mut self.out {
-            StatsOut::File(out) => {
-                writeln!(out, "{v}").and_then(|_| out.flush()).map_err(|e| format!("stats: {e}"))
-            }
-            StatsOut::Shard(i, to) => to.send((*i, full, v)).map_err(|_| "stats: merger gone".into()),
+            StatsOut::File(out) => writeln!(out, "{v}")
+                .and_then(|_| out.flush())
+                .map_err(|e| format!("stats: {e}")),
+            StatsOut::Shard(i, to) => to
+                .send((*i, full, v))
+                .map_err(|_| "stats: merger gone".into()),
         }
     }
 }
@@ -568,11 +623,18 @@ fn lazy_bound_ns(cfg: &Config) -> u64 {
     let mut min_us = u64::MAX;
     for a in &cfg.ports {
         for b in cfg.ports.iter().filter(|b| b.name != a.name) {
-            let pipe = cfg.port_pipes.iter().find(|(x, y, _)| *x == a.name && *y == b.name);
+            let pipe = cfg
+                .port_pipes
+                .iter()
+                .find(|(x, y, _)| *x == a.name && *y == b.name);
             min_us = min_us.min(pipe.map_or(0, |p| p.2.delay_us));
         }
     }
-    if min_us == u64::MAX { 0 } else { (min_us * 1000 / 2).min(1_000_000) }
+    if min_us == u64::MAX {
+        0
+    } else {
+        (min_us * 1000 / 2).min(1_000_000)
+    }
 }
 
 /// epoll over the port sockets plus a timerfd for the next departure; a
@@ -589,20 +651,34 @@ impl Waiter {
         unsafe {
             let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
             let ep_timer = libc::epoll_create1(libc::EPOLL_CLOEXEC);
-            let timer = libc::timerfd_create(libc::CLOCK_MONOTONIC,
-                                             libc::TFD_NONBLOCK | libc::TFD_CLOEXEC);
+            let timer = libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            );
             if ep < 0 || ep_timer < 0 || timer < 0 {
                 return Err("epoll/timerfd".into());
             }
             let rx_fds = ports.iter().filter(|p| p.rx).map(|p| p.fd);
-            let sets = rx_fds.map(|fd| (ep, fd))
+            let sets = rx_fds
+                .map(|fd| (ep, fd))
                 .chain([(ep, timer), (ep_timer, timer)])
-                .chain(wake_fd.into_iter().flat_map(|fd| [(ep, fd), (ep_timer, fd)]));
+                .chain(
+                    wake_fd
+                        .into_iter()
+                        .flat_map(|fd| [(ep, fd), (ep_timer, fd)]),
+                );
             for (set, fd) in sets {
-                let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
+                let mut ev = libc::epoll_event {
+                    events: libc::EPOLLIN as u32,
+                    u64: fd as u64,
+                };
                 libc::epoll_ctl(set, libc::EPOLL_CTL_ADD, fd, &mut ev);
             }
-            Ok(Waiter { ep, ep_timer, timer })
+            Ok(Waiter {
+                ep,
+                ep_timer,
+                timer,
+            })
         }
     }
 
@@ -612,13 +688,21 @@ impl Waiter {
         // SAFETY: itimerspec/epoll_event buffers are valid for the calls.
         unsafe {
             let spec = libc::itimerspec {
-                it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
                 it_value: libc::timespec {
                     tv_sec: (deadline / 1_000_000_000) as i64,
                     tv_nsec: (deadline % 1_000_000_000) as i64,
                 },
             };
-            libc::timerfd_settime(self.timer, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut());
+            libc::timerfd_settime(
+                self.timer,
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            );
             let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
             let set = if ports { self.ep } else { self.ep_timer };
             let n = libc::epoll_wait(set, evs.as_mut_ptr(), 8, -1);
@@ -639,7 +723,8 @@ mod tests {
     fn config(pipes: serde_json::Value) -> Config {
         let port = |n: &str| json!({"name": n, "netns": "/x", "ifname": n});
         serde_json::from_value(json!({"name": "t", "ports": [port("a"), port("b")],
-                                      "routes": [], "port_pipes": pipes})).unwrap()
+                                      "routes": [], "port_pipes": pipes}))
+        .unwrap()
     }
 
     fn frame(ethertype: [u8; 2], ip: &[u8]) -> Vec<u8> {
@@ -654,31 +739,66 @@ mod tests {
         let mut v4 = vec![0x45, 0, 0x05, 0xdc, 0, 0, 0, 0, 64, 6, 0, 0];
         v4.extend_from_slice(&[10, 1, 0, 2, 10, 1, 128, 3]);
         let f = ip_fields(&frame([8, 0], &v4)).unwrap();
-        assert_eq!(f, IpFields { src: v4_mapped(0x0a01_0002), dst: v4_mapped(0x0a01_8003),
-                                 len: 1500, v6: false });
+        assert_eq!(
+            f,
+            IpFields {
+                src: v4_mapped(0x0a01_0002),
+                dst: v4_mapped(0x0a01_8003),
+                len: 1500,
+                v6: false
+            }
+        );
         // IPv6: version/class/flow, payload length 1460, next header TCP, hop limit
         let mut v6 = vec![0x60, 0, 0, 0, 0x05, 0xb4, 6, 64];
         let src: u128 = "fd00:5e11::2".parse::<std::net::Ipv6Addr>().unwrap().into();
-        let dst: u128 = "fd00:5e11:0:8000::3".parse::<std::net::Ipv6Addr>().unwrap().into();
+        let dst: u128 = "fd00:5e11:0:8000::3"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .into();
         v6.extend_from_slice(&src.to_be_bytes());
         v6.extend_from_slice(&dst.to_be_bytes());
         let f = ip_fields(&frame([0x86, 0xdd], &v6)).unwrap();
-        assert_eq!(f, IpFields { src, dst, len: 1500, v6: true });
+        assert_eq!(
+            f,
+            IpFields {
+                src,
+                dst,
+                len: 1500,
+                v6: true
+            }
+        );
         // a cut header, ARP, and the wrong ethertype for the header are not IP
         assert!(ip_fields(&frame([0x86, 0xdd], &v6[..39])).is_none());
         assert!(ip_fields(&frame([8, 6], &v6)).is_none());
         assert!(ip_fields(&frame([8, 0], &v4[..19])).is_none());
         // an MLD report (:: -> ff02::16) is not routed; unicast of both families is
-        let mld = IpFields { src: 0, dst: 0xff02_u128 << 112 | 0x16, len: 76, v6: true };
+        let mld = IpFields {
+            src: 0,
+            dst: 0xff02_u128 << 112 | 0x16,
+            len: 76,
+            v6: true,
+        };
         assert!(!routable(&mld) && routable(&f));
-        assert!(routable(&IpFields { src: 0, dst: v4_mapped(0xe000_0001), len: 20, v6: false }));
+        assert!(routable(&IpFields {
+            src: 0,
+            dst: v4_mapped(0xe000_0001),
+            len: 20,
+            v6: false
+        }));
     }
 
     #[test]
     fn routes_of_both_families_share_one_key_space() {
         let mut routes = Vec::new();
-        for (i, p) in ["fd00:5e11::/49", "fd00:5e11:0:8000::/49", "10.1.0.0/17", "fd00:5e11::7"]
-            .iter().enumerate() {
+        for (i, p) in [
+            "fd00:5e11::/49",
+            "fd00:5e11:0:8000::/49",
+            "10.1.0.0/17",
+            "fd00:5e11::7",
+        ]
+        .iter()
+        .enumerate()
+        {
             let (net, len) = parse_prefix(p).unwrap();
             routes.push((net, len, i as u16));
         }
@@ -695,13 +815,18 @@ mod tests {
 
     #[test]
     fn lazy_bound_is_half_the_smallest_port_delay_capped() {
-        let both = |da: u64, db: u64| config(json!([["a", "b", {"delay_us": da}],
-                                                   ["b", "a", {"delay_us": db}]]));
+        let both = |da: u64, db: u64| {
+            config(json!([["a", "b", {"delay_us": da}],
+                                                   ["b", "a", {"delay_us": db}]]))
+        };
         assert_eq!(lazy_bound_ns(&both(5_000, 800)), 400_000);
         assert_eq!(lazy_bound_ns(&both(20_000, 20_000)), 1_000_000);
         assert_eq!(lazy_bound_ns(&both(0, 5_000)), 0);
         // a direction without a port pipe has no delay to hide late reads in
-        assert_eq!(lazy_bound_ns(&config(json!([["a", "b", {"delay_us": 5_000}]]))), 0);
+        assert_eq!(
+            lazy_bound_ns(&config(json!([["a", "b", {"delay_us": 5_000}]]))),
+            0
+        );
         assert_eq!(lazy_bound_ns(&config(json!([]))), 0);
     }
 }

@@ -62,10 +62,15 @@ struct Args {
 }
 
 fn set_realtime(priority: i32) {
-    let param = libc::sched_param { sched_priority: priority };
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: plain syscall on this process with a valid sched_param.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        eprintln!("swell-link: warning: SCHED_FIFO {priority}: {}", std::io::Error::last_os_error());
+        eprintln!(
+            "swell-link: warning: SCHED_FIFO {priority}: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
@@ -77,10 +82,16 @@ fn parse_args() -> Result<Args, String> {
         match a.as_str() {
             "--name" => name = it.next(),
             "--spin-us" => {
-                spin_us = it.next().and_then(|v| v.parse().ok()).ok_or("--spin-us needs a number")?
+                spin_us = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--spin-us needs a number")?
             }
             "--rt-priority" => {
-                let p = it.next().and_then(|v| v.parse::<i32>().ok()).filter(|p| (1..=99).contains(p));
+                let p = it
+                    .next()
+                    .and_then(|v| v.parse::<i32>().ok())
+                    .filter(|p| (1..=99).contains(p));
                 rt_priority = Some(p.ok_or("--rt-priority needs a number in 1..99")?)
             }
             "--die-with-parent" => die = true,
@@ -110,7 +121,10 @@ fn run() -> Result<(), String> {
     install_signals(args.die_with_parent);
     let cfg = config::Config::load(&args.config)?;
     if cfg.name != args.name {
-        return Err(format!("--name {} does not match the config's name {}", args.name, cfg.name));
+        return Err(format!(
+            "--name {} does not match the config's name {}",
+            args.name, cfg.name
+        ));
     }
     let sharded = match args.threads {
         Some(2) if !shard::shardable(&cfg) => {
@@ -142,7 +156,9 @@ fn run() -> Result<(), String> {
 
 fn ready() -> Result<(), String> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "READY").and_then(|_| out.flush()).map_err(|e| format!("stdout: {e}"))
+    writeln!(out, "READY")
+        .and_then(|_| out.flush())
+        .map_err(|e| format!("stdout: {e}"))
 }
 
 fn main() {

@@ -30,8 +30,14 @@ impl Capture {
         hdr.extend_from_slice(&65535u32.to_le_bytes());
         hdr.extend_from_slice(&1u32.to_le_bytes()); // LINKTYPE_ETHERNET
         out.write_all(&hdr).map_err(|e| format!("{path}: {e}"))?;
-        Ok(Capture { out: Some(out), path: path.to_string(), written: 0, lost: 0, error: None,
-                     offset_ns })
+        Ok(Capture {
+            out: Some(out),
+            path: path.to_string(),
+            written: 0,
+            lost: 0,
+            error: None,
+            offset_ns,
+        })
     }
 
     pub fn write(&mut self, mono_ns: u64, frame: &[u8]) {
@@ -40,7 +46,10 @@ impl Capture {
             return;
         };
         let wall = (mono_ns as i128 + self.offset_ns).max(0) as u128;
-        let (sec, usec) = ((wall / 1_000_000_000) as u32, ((wall % 1_000_000_000) / 1000) as u32);
+        let (sec, usec) = (
+            (wall / 1_000_000_000) as u32,
+            ((wall % 1_000_000_000) / 1000) as u32,
+        );
         let mut rec = [0u8; 16];
         rec[0..4].copy_from_slice(&sec.to_le_bytes());
         rec[4..8].copy_from_slice(&usec.to_le_bytes());
@@ -73,7 +82,8 @@ mod tests {
 
     #[test]
     fn writes_a_readable_pcap() {
-        let path = std::env::temp_dir().join(format!("swell-link-test-{}.pcap", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("swell-link-test-{}.pcap", std::process::id()));
         let p = path.to_str().unwrap();
         let mut c = Capture::create(p, 1_000_000_000_000_000_000).unwrap();
         c.write(1_500_000, &[1u8; 60]);
@@ -82,7 +92,10 @@ mod tests {
         let data = std::fs::read(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
         assert_eq!(data.len(), 24 + 16 + 60 + 16 + 42);
-        assert_eq!(u32::from_le_bytes(data[24..28].try_into().unwrap()), 1_000_000_000);
+        assert_eq!(
+            u32::from_le_bytes(data[24..28].try_into().unwrap()),
+            1_000_000_000
+        );
         assert_eq!(u32::from_le_bytes(data[28..32].try_into().unwrap()), 1500);
         assert_eq!(u32::from_le_bytes(data[104..108].try_into().unwrap()), 2500);
         assert_eq!((c.written, c.lost), (2, 0));

@@ -48,7 +48,14 @@ impl Rng {
             h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
         }
         let mut x = seed ^ h;
-        Rng { s: [splitmix(&mut x), splitmix(&mut x), splitmix(&mut x), splitmix(&mut x)] }
+        Rng {
+            s: [
+                splitmix(&mut x),
+                splitmix(&mut x),
+                splitmix(&mut x),
+                splitmix(&mut x),
+            ],
+        }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -74,7 +81,13 @@ impl Rng {
 pub enum Loss {
     None,
     Bernoulli(f64),
-    Gilbert { p_gb: f64, p_bg: f64, loss_good: f64, loss_bad: f64, bad: bool },
+    Gilbert {
+        p_gb: f64,
+        p_bg: f64,
+        loss_good: f64,
+        loss_bad: f64,
+        bad: bool,
+    },
 }
 
 impl Loss {
@@ -97,7 +110,13 @@ impl Loss {
         match self {
             Loss::None => false,
             Loss::Bernoulli(p) => rng.uniform() < *p,
-            Loss::Gilbert { p_gb, p_bg, loss_good, loss_bad, bad } => {
+            Loss::Gilbert {
+                p_gb,
+                p_bg,
+                loss_good,
+                loss_bad,
+                bad,
+            } => {
                 let p = if *bad { *loss_bad } else { *loss_good };
                 let lost = p > 0.0 && rng.uniform() < p;
                 let flip = if *bad { *p_bg } else { *p_gb };
@@ -197,8 +216,16 @@ impl<T> Pipe<T> {
     /// decision must count the backlog as it was then.
     pub fn queue_at(&self, t: u64) -> (u64, u64) {
         let started = self.backlog.partition_point(|&(start, _)| start <= t);
-        let gone: u64 = self.backlog.iter().take(started).map(|&(_, len)| u64::from(len)).sum();
-        (self.backlog_bytes - gone, (self.backlog.len() - started) as u64)
+        let gone: u64 = self
+            .backlog
+            .iter()
+            .take(started)
+            .map(|&(_, len)| u64::from(len))
+            .sum();
+        (
+            self.backlog_bytes - gone,
+            (self.backlog.len() - started) as u64,
+        )
     }
 
     /// Offers a packet of `len` bytes at time `t`. On success returns its
@@ -212,15 +239,23 @@ impl<T> Pipe<T> {
             return Err((Refused::Loss, item));
         }
         self.trim_backlog(t);
-        let over_bytes = self.limit_bytes.is_some_and(|b| self.backlog_bytes + u64::from(len) > b);
-        let over_pkts = self.limit_packets.is_some_and(|p| self.backlog.len() as u64 + 1 > p);
+        let over_bytes = self
+            .limit_bytes
+            .is_some_and(|b| self.backlog_bytes + u64::from(len) > b);
+        let over_pkts = self
+            .limit_packets
+            .is_some_and(|p| self.backlog.len() as u64 + 1 > p);
         if self.ps_per_byte > 0.0 && (over_bytes || over_pkts) {
             self.counters.drop_queue += 1;
             self.counters.drop_queue_bytes += u64::from(len);
             return Err((Refused::Queue, item));
         }
         let t_ps = t as f64 * 1000.0;
-        let start_ps = if self.tx_end_ps > t_ps { self.tx_end_ps } else { t_ps };
+        let start_ps = if self.tx_end_ps > t_ps {
+            self.tx_end_ps
+        } else {
+            t_ps
+        };
         self.tx_end_ps = start_ps + self.ps_per_byte * f64::from(len);
         if self.ps_per_byte > 0.0 {
             let start_ns = (start_ps / 1000.0) as u64;
@@ -232,7 +267,8 @@ impl<T> Pipe<T> {
                 c.peak_queue_packets = c.peak_queue_packets.max(self.backlog.len() as u64);
             }
         }
-        let depart = ((self.tx_end_ps / 1000.0).ceil() as u64 + self.delay_ns).max(self.last_depart);
+        let depart =
+            ((self.tx_end_ps / 1000.0).ceil() as u64 + self.delay_ns).max(self.last_depart);
         self.last_depart = depart;
         self.counters.packets += 1;
         self.counters.bytes += u64::from(len);
@@ -260,7 +296,13 @@ mod tests {
     use super::*;
 
     fn conf(rate: Option<f64>, delay_us: u64, qb: Option<u64>, qp: Option<u64>) -> PipeConf {
-        PipeConf { rate_bps: rate, delay_us, queue_bytes: qb, queue_packets: qp, loss: LossSpec::default() }
+        PipeConf {
+            rate_bps: rate,
+            delay_us,
+            queue_bytes: qb,
+            queue_packets: qp,
+            loss: LossSpec::default(),
+        }
     }
 
     #[test]
@@ -324,7 +366,10 @@ mod tests {
             p.enter(7_000_000, 1000, 3).is_ok()
         };
         assert!(!run(None));
-        assert!(!run(Some(30_000_000)), "a stats sample at 30 ms freed the queue at 7 ms");
+        assert!(
+            !run(Some(30_000_000)),
+            "a stats sample at 30 ms freed the queue at 7 ms"
+        );
     }
 
     #[test]
@@ -346,7 +391,11 @@ mod tests {
     #[test]
     fn bernoulli_loss_rate() {
         let mut c = conf(None, 0, None, None);
-        c.loss = LossSpec { kind: "bernoulli".into(), p: 0.05, ..LossSpec::default() };
+        c.loss = LossSpec {
+            kind: "bernoulli".into(),
+            p: 0.05,
+            ..LossSpec::default()
+        };
         let mut p: Pipe<u32> = Pipe::new("x".into(), &c, 7);
         let n = 400_000;
         let lost = (0..n).filter(|_| p.enter(0, 100, 0).is_err()).count();
@@ -358,7 +407,12 @@ mod tests {
     fn gilbert_burst_length() {
         let mut c = conf(None, 0, None, None);
         c.loss = LossSpec {
-            kind: "gilbert".into(), p_gb: 0.01, p_bg: 0.25, loss_good: 0.0, loss_bad: 1.0, p: 0.0,
+            kind: "gilbert".into(),
+            p_gb: 0.01,
+            p_bg: 0.25,
+            loss_good: 0.0,
+            loss_bad: 1.0,
+            p: 0.0,
         };
         let mut p: Pipe<u32> = Pipe::new("x".into(), &c, 3);
         let (mut bursts, mut lost, mut run) = (0u64, 0u64, 0u64);
@@ -381,10 +435,16 @@ mod tests {
     #[test]
     fn same_seed_same_losses() {
         let mut c = conf(None, 0, None, None);
-        c.loss = LossSpec { kind: "bernoulli".into(), p: 0.3, ..LossSpec::default() };
+        c.loss = LossSpec {
+            kind: "bernoulli".into(),
+            p: 0.3,
+            ..LossSpec::default()
+        };
         let draw = |seed| {
             let mut p: Pipe<u32> = Pipe::new("x".into(), &c, seed);
-            (0..200).map(|_| p.enter(0, 1, 0).is_ok()).collect::<Vec<_>>()
+            (0..200)
+                .map(|_| p.enter(0, 1, 0).is_ok())
+                .collect::<Vec<_>>()
         };
         assert_eq!(draw(5), draw(5));
         assert_ne!(draw(5), draw(6));

@@ -87,8 +87,13 @@ fn os_err(what: &str) -> String {
 fn setsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, val: libc::c_int) -> bool {
     // SAFETY: passes a pointer to a live c_int of the stated size.
     unsafe {
-        libc::setsockopt(fd, level, opt, (&val as *const libc::c_int).cast(),
-                         size_of::<libc::c_int>() as libc::socklen_t) == 0
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (&val as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
     }
 }
 
@@ -108,7 +113,11 @@ fn in_netns<T>(path: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, S
     let target = open_ns(path)?;
     // SAFETY: both fds are namespace files opened above.
     let entered = unsafe { libc::setns(target, libc::CLONE_NEWNET) } == 0;
-    let res = if entered { f() } else { Err(os_err(&format!("setns {path}"))) };
+    let res = if entered {
+        f()
+    } else {
+        Err(os_err(&format!("setns {path}")))
+    };
     // SAFETY: as above; failing to return home would leave later ports in the wrong netns.
     let back = unsafe { libc::setns(home, libc::CLONE_NEWNET) } == 0;
     unsafe {
@@ -149,10 +158,18 @@ fn interface_mac(fd: RawFd, ifname: &str) -> Result<[u8; 6], String> {
 /// its protocol at `bind`, after the ring is set up, so no frame is queued
 /// outside the ring.
 fn open_socket(conf: &PortConf, rx: bool) -> Result<(RawFd, [u8; 6], Option<RxRing>), String> {
-    let proto = if rx { (libc::ETH_P_ALL as u16).to_be() as libc::c_int } else { 0 };
+    let proto = if rx {
+        (libc::ETH_P_ALL as u16).to_be() as libc::c_int
+    } else {
+        0
+    };
     // SAFETY: plain socket call.
     let fd = unsafe {
-        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0)
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
     };
     if fd < 0 {
         return Err(os_err("socket(AF_PACKET)"));
@@ -187,8 +204,11 @@ fn open_socket(conf: &PortConf, rx: bool) -> Result<(RawFd, [u8; 6], Option<RxRi
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = proto as u16;
         sll.sll_ifindex = ifindex as i32;
-        libc::bind(fd, (&sll as *const libc::sockaddr_ll).cast(),
-                   size_of::<libc::sockaddr_ll>() as libc::socklen_t)
+        libc::bind(
+            fd,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
     };
     if bound < 0 {
         let err = os_err(&format!("bind {}", conf.ifname));
@@ -305,7 +325,11 @@ impl Port {
         if Some(mac) == peer_mac {
             mac[5] ^= 0x03;
         }
-        let gateways = conf.gateway_ips.iter().map(|g| parse_ipv4(g)).collect::<Result<_, _>>()?;
+        let gateways = conf
+            .gateway_ips
+            .iter()
+            .map(|g| parse_ipv4(g))
+            .collect::<Result<_, _>>()?;
         Ok(Port {
             name: conf.name.clone(),
             fd,
@@ -327,7 +351,9 @@ impl Port {
     /// (CLOCK_REALTIME ns); frames the engine sent itself and truncated frames
     /// are left out. Returns the number of frames the kernel handed over.
     pub fn recv_batch(&mut self, pool: &mut Vec<Vec<u8>>, out: &mut Vec<(Vec<u8>, i128)>) -> usize {
-        let Some(ring) = self.ring.as_mut() else { return 0 };
+        let Some(ring) = self.ring.as_mut() else {
+            return 0;
+        };
         let mut n = 0;
         while n < BATCH {
             let Some(slot) = ring.peek() else { break };
@@ -358,7 +384,9 @@ impl Port {
             let now = crate::engine::mono_ns();
             for &due in &self.txq_due {
                 let late_us = now.saturating_sub(due) / 1_000;
-                let i = LATE_BUCKETS_US.iter().position(|&b| late_us < b)
+                let i = LATE_BUCKETS_US
+                    .iter()
+                    .position(|&b| late_us < b)
                     .unwrap_or(LATE_BUCKETS_US.len());
                 self.counters.tx_late[i] += 1;
             }
@@ -397,8 +425,14 @@ impl Port {
         unsafe {
             let mut st: libc::tpacket_stats = zeroed();
             let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
-            if libc::getsockopt(self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS,
-                                (&mut st as *mut libc::tpacket_stats).cast(), &mut len) == 0 {
+            if libc::getsockopt(
+                self.fd,
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            ) == 0
+            {
                 // reading resets the kernel's counters; accumulate
                 self.counters.kernel_drops += u64::from(st.tp_drops);
             }
@@ -501,7 +535,9 @@ mod tests {
         // a UDP datagram 10.0.0.1:1000 -> 10.0.0.2:2000, payload "hi", bogus checksum
         let mut f = vec![0u8; 14];
         f[12..14].copy_from_slice(&[8, 0]);
-        f.extend_from_slice(&[0x45, 0, 0, 30, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend_from_slice(&[
+            0x45, 0, 0, 30, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ]);
         f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 0, 10, 0x12, 0x34, b'h', b'i']);
         fix_l4_checksum(&mut f);
         // verify: the sum over pseudo-header + segment with the checksum in place folds to 0

@@ -55,13 +55,21 @@ pub struct RxRing {
 fn setsockopt_raw<T>(fd: RawFd, opt: libc::c_int, val: &T) -> Result<(), String> {
     // SAFETY: passes a pointer to a live T of its own size.
     let r = unsafe {
-        libc::setsockopt(fd, libc::SOL_PACKET, opt, (val as *const T).cast(),
-                         size_of::<T>() as libc::socklen_t)
+        libc::setsockopt(
+            fd,
+            libc::SOL_PACKET,
+            opt,
+            (val as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
     };
     if r == 0 {
         Ok(())
     } else {
-        Err(format!("setsockopt(SOL_PACKET, {opt}): {}", std::io::Error::last_os_error()))
+        Err(format!(
+            "setsockopt(SOL_PACKET, {opt}): {}",
+            std::io::Error::last_os_error()
+        ))
     }
 }
 
@@ -79,13 +87,22 @@ impl RxRing {
         setsockopt_raw(fd, libc::PACKET_RX_RING, &req)?;
         // SAFETY: maps the ring the kernel just allocated for this socket.
         let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), BLOCK_SIZE * BLOCKS,
-                       libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                BLOCK_SIZE * BLOCKS,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
         };
         if base == libc::MAP_FAILED {
             return Err(format!("mmap rx ring: {}", std::io::Error::last_os_error()));
         }
-        Ok(RxRing { base: base.cast(), head: 0 })
+        Ok(RxRing {
+            base: base.cast(),
+            head: 0,
+        })
     }
 
     fn header(&self, i: usize) -> *mut libc::tpacket2_hdr {
@@ -107,7 +124,8 @@ impl RxRing {
             }
             fence(Ordering::Acquire);
             let slot = h.cast::<u8>();
-            let sll = slot.add(libc::TPACKET_ALIGN(size_of::<libc::tpacket2_hdr>()))
+            let sll = slot
+                .add(libc::TPACKET_ALIGN(size_of::<libc::tpacket2_hdr>()))
                 .cast::<libc::sockaddr_ll>();
             let mac = usize::from((*h).tp_mac);
             let snap = ((*h).tp_snaplen as usize).min(FRAME_SIZE.saturating_sub(mac));

@@ -24,8 +24,8 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -82,9 +82,18 @@ fn add_into(a: &mut Value, b: &Value) {
 /// One stats record from the shards' records of the same round.
 pub fn merge(records: &[Value]) -> Value {
     let mut out = Map::new();
-    let t = records.iter().filter_map(|r| r["t"].as_f64()).fold(0.0, f64::max);
+    let t = records
+        .iter()
+        .filter_map(|r| r["t"].as_f64())
+        .fold(0.0, f64::max);
     out.insert("t".into(), t.into());
-    out.insert("final".into(), records.iter().any(|r| r["final"] == Value::Bool(true)).into());
+    out.insert(
+        "final".into(),
+        records
+            .iter()
+            .any(|r| r["final"] == Value::Bool(true))
+            .into(),
+    );
     for key in ["pipes", "ports", "captures"] {
         let mut sum = Value::Object(Map::new());
         for r in records {
@@ -104,8 +113,12 @@ fn wake_all(wake_fd: i32) {
 }
 
 /// Writes merged records: one per round once every shard sent it, then the final one.
-fn merge_loop(rx: Receiver<ShardRecord>, n: usize, mut out: Option<BufWriter<File>>,
-              wake_fd: i32) -> Result<(), String> {
+fn merge_loop(
+    rx: Receiver<ShardRecord>,
+    n: usize,
+    mut out: Option<BufWriter<File>>,
+    wake_fd: i32,
+) -> Result<(), String> {
     let mut rounds: Vec<VecDeque<Value>> = vec![VecDeque::new(); n];
     let mut finals: Vec<Option<Value>> = vec![None; n];
     let mut poked = false;
@@ -128,12 +141,19 @@ fn merge_loop(rx: Receiver<ShardRecord>, n: usize, mut out: Option<BufWriter<Fil
         let record = if finals.iter().all(Option::is_some) {
             Some(merge(&finals.iter().flatten().cloned().collect::<Vec<_>>()))
         } else if rounds.iter().all(|q| !q.is_empty()) {
-            Some(merge(&rounds.iter_mut().filter_map(VecDeque::pop_front).collect::<Vec<_>>()))
+            Some(merge(
+                &rounds
+                    .iter_mut()
+                    .filter_map(VecDeque::pop_front)
+                    .collect::<Vec<_>>(),
+            ))
         } else {
             None
         };
         if let (Some(r), Some(f)) = (record, out.as_mut()) {
-            writeln!(f, "{r}").and_then(|_| f.flush()).map_err(|e| format!("stats: {e}"))?;
+            writeln!(f, "{r}")
+                .and_then(|_| f.flush())
+                .map_err(|e| format!("stats: {e}"))?;
         }
     }
     Ok(())
@@ -141,7 +161,10 @@ fn merge_loop(rx: Receiver<ShardRecord>, n: usize, mut out: Option<BufWriter<Fil
 
 /// One (initially unknown) peer-MAC cell per port.
 pub fn peer_cells(cfg: &Config) -> Vec<Arc<AtomicU64>> {
-    cfg.ports.iter().map(|_| Arc::new(AtomicU64::new(0))).collect()
+    cfg.ports
+        .iter()
+        .map(|_| Arc::new(AtomicU64::new(0)))
+        .collect()
 }
 
 /// One shard per port, sockets opened by `new` (before READY); `run` runs
@@ -159,7 +182,9 @@ impl Shards {
             .map(|i| Engine::new(cfg, spin_us, Some(i), &peers))
             .collect::<Result<Vec<_>, _>>()?;
         let stats = match &cfg.stats_path {
-            Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| format!("{p}: {e}"))?)),
+            Some(p) => Some(BufWriter::new(
+                File::create(p).map_err(|e| format!("{p}: {e}"))?,
+            )),
             None => None,
         };
         Ok(Shards { engines, stats })
@@ -178,14 +203,16 @@ impl Shards {
         let mut threads = Vec::new();
         for (i, mut eng) in self.engines.into_iter().enumerate() {
             let mut stats = Some(StatsWriter::shard(i, tx.clone(), cfg.stats_interval_ms));
-            threads.push(std::thread::Builder::new()
-                .name(format!("shard{i}"))
-                .spawn(move || {
-                    let r = eng.run(&mut stats, Some(wake));
-                    STOP.store(true, Ordering::Relaxed); // one shard failing stops all
-                    r
-                })
-                .map_err(|e| format!("thread: {e}"))?);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("shard{i}"))
+                    .spawn(move || {
+                        let r = eng.run(&mut stats, Some(wake));
+                        STOP.store(true, Ordering::Relaxed); // one shard failing stops all
+                        r
+                    })
+                    .map_err(|e| format!("thread: {e}"))?,
+            );
         }
         drop(tx);
         let merged = merge_loop(rx, n, self.stats, wake);
@@ -193,7 +220,9 @@ impl Shards {
         wake_all(wake);
         let mut result = merged;
         for t in threads {
-            let r = t.join().unwrap_or_else(|_| Err("shard thread panicked".into()));
+            let r = t
+                .join()
+                .unwrap_or_else(|_| Err("shard thread panicked".into()));
             if result.is_ok() {
                 result = r;
             }
