@@ -195,7 +195,7 @@ ANCHOR_PARAMS = ("pairAt",)
 PAIR_WAIT_PARAMS = ("pairWait",)
 # The observed client of each whole session, in sessRres' order (optional beside them):
 # a whole session goes to an emulated client whose access link is nearest its own
-# (``generators/hostmap.py``, the client match).
+# (``generators/sessionmap.py``, the client match).
 CLIENT_PARAMS = ("sessClient",)
 
 
