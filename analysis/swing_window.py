@@ -17,9 +17,10 @@ The estimate (validated by ``bench/window_lag.py`` against the generator's
 records): walk a session's RREs in order; a connection starts at its RRE's
 start plus its offset and takes one RTT of handshake (TCP), then per pair the
 request and the response, each in slow start (initial window 10 segments,
-doubling per RTT) until the path's rate, then at the rate, plus half an RTT,
-then the pair's think time; half an RTT to close. The next RRE starts its gap
-after the previous RRE's last connection ended. One path for all sessions
+doubling per RTT) until the path's rate, then at the rate, plus half an RTT (a
+paced UDP request takes at least its span), then the pair's think time; half an
+RTT to close. The next RRE starts its gap after the previous RRE's last
+connection ended. One path for all sessions
 (:class:`PathEstimate`: the median access delays and rates of the emulated
 hosts and the bottleneck's): no sharing and no loss, an optimistic estimate
 that predicted 60 s windows within 2.4%.
@@ -118,8 +119,9 @@ def pair_times(conn: Any, start: float, path: PathEstimate) -> tuple[list[PairTi
     out = []
     waits = getattr(conn, "pair_waits", None) or (0.0,) * len(conn.pairs)
     anchor_of = getattr(conn, "anchor", lambda i: None)
+    spans = [t for _, t in getattr(conn, "pace", ())] or [0.0] * len(conn.pairs)
     for i, ((req, rsp, think), wait) in enumerate(zip(conn.pairs, waits, strict=True)):
-        q = e + transfer_s(round(req * path.req_weight), path)
+        q = e + max(transfer_s(round(req * path.req_weight), path), spans[i])
         r = q + wait + transfer_s(rsp, path)
         anchor = anchor_of(i + 1)
         end = r + think if anchor is None else max(start + anchor, r)

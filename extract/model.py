@@ -41,6 +41,7 @@ from swell.extract.sessions import (
     APP_PARAMS,
     CLIENT_PARAMS,
     JOINT_PARAMS,
+    PACE_PARAMS,
     PAIR_WAIT_PARAMS,
     SESSION_PARAMS,
     WAIT_PARAMS,
@@ -65,6 +66,7 @@ INT_PARAMS = (
     "pairReq",
     "pairRsp",
     "sessClient",
+    "pairReqPkts",
 )
 RRE_DRAW_TEXT = {  # what SwingModel.rre_draw() means, for `swell model show`
     "joint": (
@@ -105,6 +107,9 @@ PARAM_UNITS = {
               "pairReq (-1: no request seen)",
     "pairWait": "s the pair's server waited (its rspWait), per pair as pairReq (-1: none "
                 "measured)",
+    "pairReqPkts": "packets of the pair's request (its bytes over its connection's mean "
+                   "client->server payload, >= 1; 0: no request), per pair as pairReq",
+    "pairReqSpan": "s from the pair's request's first packet to its last, per pair as pairReq",
     "sessClient": "client host index (into net/client/hosts order) per session of sessRres",
     "delay_s": "one-way access delay, s",
     "capacity_bps": "access capacity, bit/s",
@@ -254,7 +259,7 @@ def fit_model(
     server_ids = net.sides["server"]["hosts"]
     for app, vals in params.items():
         for name in (APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS + WAIT_PARAMS + ANCHOR_PARAMS
-                     + PAIR_WAIT_PARAMS + CLIENT_PARAMS):
+                     + PAIR_WAIT_PARAMS + CLIENT_PARAMS + PACE_PARAMS):
             if name not in vals:
                 continue
             v = vals[name]
@@ -402,7 +407,7 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
     keys = [f"app/{app}/{p}" for p in SESSION_PARAMS]
     present = [k in arrays for k in keys]
     if not any(present):
-        for p in ANCHOR_PARAMS + PAIR_WAIT_PARAMS + CLIENT_PARAMS:
+        for p in ANCHOR_PARAMS + PAIR_WAIT_PARAMS + CLIENT_PARAMS + PACE_PARAMS:
             if f"app/{app}/{p}" in arrays:
                 raise SwellError(where, f"app/{app}/{p} without {app}'s sessions")
         return  # a model written before them: rre_draw="session" falls back
@@ -441,6 +446,7 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
             if at.ndim != 1 or len(at) != n or not np.isfinite(at).all() \
                     or at.dtype.kind != "f" or (n and at.min() < -1.0):
                 raise SwellError(where, f"{key} must hold {n} times (s; -1: none), one per pair")
+    _validate_pace(arrays, app, n, where)
     cl_key = f"app/{app}/{CLIENT_PARAMS[0]}"
     if cl_key in arrays:  # optional: models written before it have none
         cl = np.asarray(arrays[cl_key])
@@ -449,3 +455,21 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
                 len(cl) and (cl.min() < 0 or cl.max() >= n_clients)):
             raise SwellError(where, f"{cl_key} must hold {len(rres)} client indices (into "
                              f"net/client/hosts, {n_clients} hosts), one per session")
+
+
+def _validate_pace(arrays: dict[str, np.ndarray], app: str, n: int, where: str) -> None:
+    """The optional requests' packets and spans of ``app``'s ``n`` whole-session pairs:
+    both or neither (models written before them have none)."""
+    keys = [f"app/{app}/{p}" for p in PACE_PARAMS]
+    present = [k in arrays for k in keys]
+    if not any(present):
+        return
+    if not all(present):
+        raise SwellError(where, f"arrays.npz has {keys[present.index(True)]} without "
+                         f"{keys[present.index(False)]}")
+    pkts, span = (np.asarray(arrays[k]) for k in keys)
+    if pkts.ndim != 1 or len(pkts) != n or pkts.dtype.kind not in "iu" or (n and pkts.min() < 0):
+        raise SwellError(where, f"{keys[0]} must hold {n} packet counts >= 0, one per pair")
+    if span.ndim != 1 or len(span) != n or span.dtype.kind != "f" \
+            or not np.isfinite(span).all() or (n and span.min() < 0):
+        raise SwellError(where, f"{keys[1]} must hold {n} times >= 0 (s), one per pair")

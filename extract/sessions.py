@@ -197,6 +197,12 @@ PAIR_WAIT_PARAMS = ("pairWait",)
 # a whole session goes to an emulated client whose access link is nearest its own
 # (``generators/sessionmap.py``, the client match).
 CLIENT_PARAMS = ("sessClient",)
+# How each pair's request left the client, per pair as pairReq (optional beside the whole
+# sessions): its packets (the request's bytes over its connection's mean client->server
+# data payload, at least 1; 0 without a request) and its span from the first packet to
+# the last, s. A whole session's UDP requests leave as that many datagrams spread over
+# that span (``generators/schedule.py``, paced requests), as the trace's clients sent them.
+PACE_PARAMS = ("pairReqPkts", "pairReqSpan")
 
 
 @dataclass(frozen=True)
@@ -350,6 +356,7 @@ def app_parameters(
     by_conn = _pairs_by_conn(p, len(num_pairs))
     # a table without round trips (built by hand) gives no waits
     wait = server_waits(p, c.get("server_leg", np.full(len(num_pairs), np.nan)))
+    seg = request_segment(c)
     for ai, app in enumerate(names):
         pm = porder[pbounds[ai] : pbounds[ai + 1]]
         pthink = p["think_before"][pm]
@@ -364,12 +371,12 @@ def app_parameters(
             "rspSize": p["rsp_size"][pm],
             "reqThink": np.maximum(pthink, 0.0, out=pthink),
             "rspWait": pwait,
-            **session_pairs(p, by_conn, app_rows[ai], start, wait),
+            **session_pairs(p, by_conn, app_rows[ai], start, wait, seg),
         }
         # no pairAt without the connections' times
         out[app] = {k: vals[k] for k in APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS
                     + WAIT_PARAMS + ANCHOR_PARAMS + PAIR_WAIT_PARAMS + CLIENT_PARAMS
-                    if k in vals}
+                    + PACE_PARAMS if k in vals}
     return out, summary
 
 
@@ -392,6 +399,31 @@ def server_waits(p: dict[str, np.ndarray], server_leg: np.ndarray) -> np.ndarray
     return np.where(ok, np.maximum(gap, 0.0), np.nan)
 
 
+def request_segment(c: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Each connection's mean client->server data payload, bytes (NaN where it sent none;
+    None for a table without the counts, built by hand). The tracker keeps each
+    direction's data packets and new bytes per connection, not per run, so a request's
+    packet count is its bytes over this mean: exact for a client whose packets have one
+    size, about right for one that mixes sizes."""
+    if "data_pkts_c2s" not in c or "new_bytes_c2s" not in c:
+        return None
+    n = np.asarray(c["data_pkts_c2s"], dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 0, np.asarray(c["new_bytes_c2s"], dtype=float) / n, np.nan)
+
+
+def request_pace(p: dict[str, np.ndarray], idx: np.ndarray, seg: np.ndarray
+                 ) -> dict[str, np.ndarray]:
+    """``pairReqPkts`` and ``pairReqSpan`` of the pairs ``idx`` (:data:`PACE_PARAMS`)."""
+    req = p["req_size"][idx].astype(float)
+    s = seg[p["conn"][idx]]
+    k = np.where(np.isfinite(s) & (s > 0), np.round(req / np.where(s > 0, s, 1.0)), 1.0)
+    k = np.where(req > 0, np.clip(k, 1.0, np.maximum(req, 1.0)), 0.0)
+    span = p["req_t1"][idx] - p["req_t0"][idx] if "req_t1" in p else np.zeros(len(idx))
+    span = np.where(np.isfinite(span) & (req > 0), np.maximum(span, 0.0), 0.0)
+    return {"pairReqPkts": k.astype(np.int64), "pairReqSpan": span}
+
+
 def _pairs_by_conn(p: dict[str, np.ndarray], nconn: int) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:
     """The pairs in connection order (stable), each connection's first index into that
@@ -403,12 +435,14 @@ def _pairs_by_conn(p: dict[str, np.ndarray], nconn: int) -> tuple[np.ndarray, np
 
 def session_pairs(p: dict[str, np.ndarray], by_conn: tuple[np.ndarray, np.ndarray, np.ndarray],
                   rows: np.ndarray, start: np.ndarray | None = None,
-                  wait: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                  wait: np.ndarray | None = None, seg: np.ndarray | None = None
+                  ) -> dict[str, np.ndarray]:
     """``pairReq``, ``pairRsp`` and ``pairThink`` of the connections ``rows``, in that
     order, each connection's pairs in order (:data:`SESSION_PARAMS`); with the
     connections' ``start`` times also ``pairAt`` (:data:`ANCHOR_PARAMS`): each request's
     time from its connection's first packet, -1 where the pair has no request; with the
-    pairs' :func:`server_waits` also ``pairWait``, -1 where a pair has none."""
+    pairs' :func:`server_waits` also ``pairWait``, -1 where a pair has none; with the
+    connections' :func:`request_segment` also :func:`request_pace`."""
     order, first, count = by_conn
     n = count[rows]
     total = int(n.sum())
@@ -428,6 +462,8 @@ def session_pairs(p: dict[str, np.ndarray], by_conn: tuple[np.ndarray, np.ndarra
     if wait is not None:
         w = wait[idx]
         out["pairWait"] = np.where(np.isfinite(w), w, -1.0)
+    if seg is not None:
+        out |= request_pace(p, idx, seg)
     return out
 
 

@@ -62,6 +62,10 @@ class AppSamples:
     # per pair as pair_req, its own server wait in the trace (-1: none measured; empty: a
     # model without them, or a spec that draws every wait): the whole sessions' waits
     pair_wait: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # per pair as pair_req, its request's packets and their span in the trace (s; empty:
+    # a model without them): a whole session's UDP requests leave paced (schedule.py)
+    pair_req_pkts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    pair_req_span: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # per whole session, its observed client (sessClient: an index into the model's
     # net/client/hosts; empty: a model without them): the client match
     sess_client: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -91,6 +95,9 @@ class AppSamples:
             raise SwellError(self.name, "the whole sessions' request times do not agree")
         if self.whole and self.pair_wait.size and self.pair_wait.size != self.pair_req.size:
             raise SwellError(self.name, "the whole sessions' server waits do not agree")
+        if self.whole and self.pair_req_pkts.size and not (
+                self.pair_req_pkts.size == self.pair_req_span.size == self.pair_req.size):
+            raise SwellError(self.name, "the whole sessions' request packets do not agree")
         if self.whole and self.sess_client.size and self.sess_client.size != self.sess_rres.size:
             raise SwellError(self.name, "the whole sessions' clients do not agree")
 
@@ -137,6 +144,9 @@ def _session_fields(model: Any, name: str) -> dict[str, np.ndarray]:
         out["pair_at"] = np.asarray(model.samples(name, "pairAt"), dtype=float)
     if f"app/{name}/pairWait" in model.arrays:  # else: every wait drawn
         out["pair_wait"] = np.asarray(model.samples(name, "pairWait"), dtype=float)
+    if f"app/{name}/pairReqPkts" in model.arrays:  # else: requests sent whole
+        out["pair_req_pkts"] = np.asarray(model.samples(name, "pairReqPkts"), dtype=np.int64)
+        out["pair_req_span"] = np.asarray(model.samples(name, "pairReqSpan"), dtype=float)
     if f"app/{name}/sessClient" in model.arrays:  # else: no client match
         out["sess_client"] = np.asarray(model.samples(name, "sessClient"), dtype=np.int64)
     return out

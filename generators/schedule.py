@@ -34,7 +34,14 @@ request and response sizes and think time (the model's
 :data:`swell.extract.sessions.SESSION_PARAMS`), each RRE's own server (its
 ``rreServer``; a joint draw's RRE keeps its own server too), each pair's own
 server wait where the trace measured one (``pairWait``; the others drawn) and
-the session's own client (``sessClient``, matched by link). A model without the
+the session's own client (``sessClient``, matched by link). A whole session's
+UDP request leaves as the trace's did (``pairReqPkts``, ``pairReqSpan``): as
+many datagrams, spread evenly over its span (the connection's ``pace``), where
+one write would put datagrams of up to 1,472 bytes on the wire at once (campus's
+game clients sent streams of small datagrams over tens of milliseconds;
+docs/fidelity.md, "Paced requests"). TCP requests stay one write: a TCP
+request's span in the trace is mostly its transport's (windows, round trips),
+which the emulated path makes again. A model without the
 sessions falls back to the joint draw (one by one without the joint sample
 either); ``meta["rre_draw"]`` says which draw each application got.
 Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
@@ -155,6 +162,7 @@ def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
                           in zip(req, app.pair_rsp[a:b], app.pair_think[a:b], strict=True))
             at: tuple[float, ...] = ()
             own: tuple[float, ...] = ()
+            pace: tuple[tuple[int, float], ...] = ()
             if not pairs:
                 meta["empty_conns"] = meta.get("empty_conns", 0) + 1
                 pairs = ((MIN_REQ[app.proto], 0, 0.0),)
@@ -162,8 +170,10 @@ def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
                 pairs = (*pairs[:-1], (*pairs[-1][:2], 0.0))
                 at = _anchors(app, a, b)
                 own = _own_waits(app, a, b)
+                pace = _paces(app, a, b)
             conns.append(Conn(server, app.proto, app.name,
-                              round(float(app.rre_offsets[c]), 9), pairs, waits=own, at=at))
+                              round(float(app.rre_offsets[c]), 9), pairs, waits=own, at=at,
+                              pace=pace))
         rres.append(Rre(round(gap, 9), tuple(conns)))
     return Session(0, round(t, 9), client, tuple(rres))
 
@@ -176,6 +186,20 @@ def _anchors(app: AppSamples, a: int, b: int) -> tuple[float, ...]:
     after_pause = np.r_[False, app.pair_think[a:b - 1] >= ANCHOR_THINK_S]
     at = np.where(after_pause & (app.pair_at[a:b] >= 0), app.pair_at[a:b], -1.0)
     return tuple(round(float(x), 9) for x in at) if (at >= 0).any() else ()
+
+
+def _paces(app: AppSamples, a: int, b: int) -> tuple[tuple[int, float], ...]:
+    """How the UDP requests of pairs ``a:b`` (one connection) left in the trace: per pair
+    its datagrams and their span (s); empty for TCP, without ``pairReqPkts``, or when
+    every request of the connection was one datagram."""
+    if app.proto != "udp" or not app.pair_req_pkts.size:
+        return ()
+    k = app.pair_req_pkts[a:b]
+    span = app.pair_req_span[a:b]
+    if not ((k > 1) & (span > 0)).any():
+        return ()
+    return tuple((int(max(n, 1)), round(float(t), 6) if n > 1 else 0.0)
+                 for n, t in zip(k, span, strict=True))
 
 
 def _own_waits(app: AppSamples, a: int, b: int) -> tuple[float, ...]:

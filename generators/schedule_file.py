@@ -11,7 +11,13 @@ server's wait between the request's end and its response (``Conn.waits``, a
 pair's fourth number in the file). A connection's optional ``at`` (one number
 per pair, negative for none) anchors requests: such a request leaves at that
 time from the connection's start, or as soon as the previous response is in if
-that is later, instead of ``think_s`` after it.
+that is later, instead of ``think_s`` after it. A UDP connection's optional
+``pace`` (per pair ``[datagrams, span_s]``) sends a request as that many
+datagrams of about equal size, the first at once and the others evenly over
+``span_s`` (the trace's own pacing: :mod:`swell.generators.schedule`); ``swell-gen``
+keeps the count between what the request needs (datagrams of at most 1,472
+bytes, 1,452 over IPv6) and what it can carry (each datagram holds the 24-byte
+header), so ``[1, 0]`` or no ``pace`` is one write of the whole request.
 
 The file format (read by ``swell-gen run``) is JSON lines: one header line
 ``{"format": "swell-schedule", "version": 1, "seed", "sessions", "duration_s",
@@ -54,6 +60,8 @@ class Conn:
     # s, negative for none (a whole session's requests after a long pause: the schedule's
     # ANCHOR_THINK_S)
     at: tuple[float, ...] = ()
+    # per pair (empty: none; UDP only): (datagrams, span s) of its request
+    pace: tuple[tuple[int, float], ...] = ()
 
     def anchor(self, i: int) -> float | None:
         """Pair ``i``'s anchor (s from the connection's start), if it has one."""
@@ -111,7 +119,8 @@ def _session_obj(s: Session) -> dict[str, Any]:
             {"server": c.server, "proto": c.proto, "app": c.app, "offset": round(c.offset, 9),
              "pairs": [[q, a, round(k, 9), *((round(w, 6),) if c.waits else ())]
                        for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True)],
-             **({"at": [round(x, 9) for x in c.at]} if c.at else {})}
+             **({"at": [round(x, 9) for x in c.at]} if c.at else {}),
+             **({"pace": [[n, round(t, 6)] for n, t in c.pace]} if c.pace else {})}
             for c in r.conns]}
         for r in s.rres]}
 
@@ -149,8 +158,8 @@ def _parse_session(obj: Any, where: str) -> Session:
         ro = _strict(r, {"gap", "conns"}, "rre", where)
         conns = []
         for c in ro["conns"]:
-            co = _strict(c, {"server", "proto", "app", "offset", "pairs", "at"}, "connection",
-                         where, optional=frozenset({"at"}))
+            co = _strict(c, {"server", "proto", "app", "offset", "pairs", "at", "pace"},
+                         "connection", where, optional=frozenset({"at", "pace"}))
             if any(not isinstance(x, list) or len(x) not in (3, 4) for x in co["pairs"]):
                 raise SwellError(where, "a pair is not [request, response, think(, wait)]")
             pairs = tuple((int(x[0]), int(x[1]), float(x[2])) for x in co["pairs"])
@@ -161,8 +170,15 @@ def _parse_session(obj: Any, where: str) -> Session:
             at = co.get("at", [])
             if not isinstance(at, list) or not all(isinstance(x, int | float) for x in at):
                 raise SwellError(where, "a connection's at is not a list of times")
+            pace = co.get("pace", [])
+            if not isinstance(pace, list) or any(
+                    not isinstance(x, list) or len(x) != 2 or not isinstance(x[0], int)
+                    or not isinstance(x[1], int | float) for x in pace):
+                raise SwellError(where, "a connection's pace is not a list of "
+                                 "[datagrams, span]")
             conns.append(Conn(co["server"], co["proto"], co["app"], float(co["offset"]), pairs,
-                              waits, tuple(float(x) for x in at)))
+                              waits, tuple(float(x) for x in at),
+                              tuple((int(n), float(t)) for n, t in pace)))
         rres.append(Rre(float(ro["gap"]), tuple(conns)))
     return Session(int(o["id"]), float(o["t"]), str(o["client"]), tuple(rres))
 
@@ -223,6 +239,11 @@ def _check_conn(c: Conn, sid: int, where: str | os.PathLike[str]) -> None:
     if c.at and (len(c.at) != len(c.pairs) or not np.isfinite(c.at).all()):
         raise SwellError(where, f"session {sid}: {len(c.at)} request times for "
                          f"{len(c.pairs)} pairs, or one not finite")
+    if c.pace and (len(c.pace) != len(c.pairs) or c.proto != "udp"
+                   or any(n < 1 or not 0 <= t < MAX_WAIT_S for n, t in c.pace)):
+        raise SwellError(where, f"session {sid}: pace needs one [datagrams >= 1, span >= 0 "
+                         f"s] per pair, UDP only ({len(c.pace)} for {len(c.pairs)} "
+                         f"{c.proto} pairs)")
     for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True):
         least = WAIT_MIN_REQ if w > 0 else MIN_REQ[c.proto]
         if not least <= q <= MAX_BYTES or not 0 <= a <= MAX_BYTES or k < 0:

@@ -116,6 +116,15 @@ def _anchors_left(conn: Any, idx: list[int], shift: float) -> tuple[float, ...]:
     return tuple(left) if any(x >= 0 for x in left) else ()
 
 
+def _pace_left(conn: Any, idx: list[int], cut: bool) -> tuple[tuple[int, float], ...]:
+    """The paces of the kept pairs ``idx`` of a connection; a request cut short (``cut``:
+    the first kept one was under way) sends its rest at once."""
+    if not conn.pace:
+        return ()
+    left = [(1, 0.0) if cut and i == 0 else conn.pace[j] for i, j in enumerate(idx)]
+    return tuple(left) if any(n > 1 for n, _ in left) else ()
+
+
 def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: float = 0.0,
               *, wait_req: int) -> Any | None:
     """What of ``session`` (arriving before ``at``) is estimated to move after ``at``, as
@@ -142,7 +151,8 @@ def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: 
             if left:
                 kept.append(replace(c, offset=round(first - at, 9), pairs=left,
                                     waits=waits if any(waits) else (),
-                                    at=_anchors_left(c, idx, first - c0)))
+                                    at=_anchors_left(c, idx, first - c0),
+                                    pace=_pace_left(c, idx, pairs[idx[0]].start < at)))
         if kept:  # the session restarts when its first kept connection opens
             first = min(c.offset for c in kept)
             kept = [replace(c, offset=round(c.offset - first, 9)) for c in kept]

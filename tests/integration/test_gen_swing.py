@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
+import dpkt
 import pytest
 
 from swell.errors import SwellError
@@ -125,6 +128,56 @@ def test_anchored_requests_leave_at_their_time(netns, tmp_path: Path) -> None:
     assert 0.6 <= took[3] < 0.6 + tol, took
     first = json.loads((tmp_path / "sched.jsonl").read_text().splitlines()[1])
     assert first["rres"][0]["conns"][0]["at"] == [-1.0, 0.3]
+
+
+def _udp_to(pcap: Path, port: int) -> list[tuple[float, str, int]]:
+    """(time, source address, UDP payload bytes) of the datagrams to ``port``."""
+    out = []
+    with pcap.open("rb") as f:
+        for ts, buf in dpkt.pcap.Reader(f):
+            ip = dpkt.ethernet.Ethernet(buf).data
+            if isinstance(ip, dpkt.ip.IP) and isinstance(ip.data, dpkt.udp.UDP) \
+                    and ip.data.dport == port:
+                out.append((float(ts), ".".join(map(str, ip.src)), len(ip.data.data)))
+    return out
+
+
+def test_paced_udp_requests_leave_as_their_datagrams(netns, tmp_path: Path) -> None:
+    """A UDP request with a ``pace`` leaves as that many datagrams of about equal size,
+    the first at once and the rest evenly over its span; a count a request cannot have
+    is raised to what 1,472-byte datagrams need; without a pace, one write as before."""
+    if shutil.which("tcpdump") is None:
+        pytest.skip("tcpdump missing (apt-get install tcpdump)")
+    ns = netns.add("gen")
+    srv = "127.0.2.1:7006"
+    paced = Conn(srv, "udp", "other-udp", 0.0, ((1000, 100, 0.0), (3000, 100, 0.0)),
+                 pace=((4, 0.3), (2, 0.0)))
+    whole = Conn(srv, "udp", "other-udp", 0.0, ((1000, 100, 0.0),))
+    sessions = [Session(0, 0.0, "127.0.1.1", (Rre(0.0, (paced,)),)),
+                Session(1, 0.0, "127.0.1.2", (Rre(0.0, (whole,)),))]
+    pcap = tmp_path / "lo.pcap"
+    dump = subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", "lo", "-U",
+                             "--immediate-mode", "-w", str(pcap), "udp port 7006"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert dump.stderr is not None and "listening" in dump.stderr.readline()
+        gen, records = run_swing(ns, Schedule(1, 5.0, sessions), tmp_path)
+        time.sleep(0.2)
+    finally:
+        dump.terminate()
+        dump.wait(timeout=10)
+    assert verify_records(gen.sched, records) == []
+    dgrams = _udp_to(pcap, 7006)
+    first = [d for d in dgrams if d[1] == "127.0.1.1"]
+    assert [n for _, _, n in first] == [250] * 4 + [1000] * 3
+    gaps = [b[0] - a[0] for a, b in zip(first[:4], first[1:4], strict=False)]
+    assert all(0.09 < g < 0.13 for g in gaps), gaps  # 0.3 s over four datagrams
+    assert first[6][0] - first[4][0] < 0.02  # no span: at once
+    assert [n for _, src, n in dgrams if src == "127.0.1.2"] == [1000]
+    took = {r["session"]: r["end"] - r["start"] for r in records}
+    assert took[0] >= 0.3 and took[1] < 0.05, took
+    line = json.loads((tmp_path / "sched.jsonl").read_text().splitlines()[1])
+    assert line["rres"][0]["conns"][0]["pace"] == [[4, 0.3], [2, 0.0]]
 
 
 def test_sigterm_stops_cleanly_and_cuts_open_connections(netns, tmp_path: Path) -> None:

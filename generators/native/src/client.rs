@@ -5,7 +5,9 @@
 //! the previous one ended, and opens its connections at their `offset`s. Every
 //! socket is bound to the session's client address (port 0) before connect,
 //! so it leaves through that emulated host's link. A connection sends each
-//! request (8-byte header for TCP, 24-byte header per UDP datagram), waits for
+//! request (8-byte header for TCP, 24-byte header per UDP datagram; a paced UDP
+//! request as its `pace` count of datagrams, the first at once and the rest
+//! evenly over its span, `dgram_count`), waits for
 //! exactly the response size, waits `think`, and goes on; then it closes and a
 //! record line is written. Timers live in one binary heap; sockets in one mio
 //! poll, woken at the next timer's due time by an `alarm::Alarm` (epoll's own
@@ -64,6 +66,9 @@ struct Conn {
     rx: u64,
     start: u64,
     local: Option<SocketAddr>,
+    /// datagrams of the current UDP request sent, and when its first left (ns)
+    dgrams: u64,
+    req_t0: u64,
 }
 
 #[derive(Default, Clone)]
@@ -320,6 +325,8 @@ impl Runner {
             rx: 0,
             start: now,
             local: None,
+            dgrams: 0,
+            req_t0: now,
         };
         let interest = Interest::READABLE | Interest::WRITABLE;
         let reg = match &mut conn.sock {
@@ -392,10 +399,33 @@ impl Runner {
     fn send_some(&mut self, slot: usize, req: u64, rsp: u32, wait: f64) -> Step {
         let now = mono_ns();
         let udp_timeout = self.udp_timeout;
-        let dgram_max = {
+        let (dgram_max, (paced, span)) = {
             let c = self.conns[slot].as_ref().unwrap();
-            udp_max(&self.spec(c.s, c.r, c.c).server) // 1472 over IPv4, 1452 over IPv6
+            let sp = self.spec(c.s, c.r, c.c);
+            (udp_max(&sp.server), sp.pace(c.pair)) // 1472 over IPv4, 1452 over IPv6
         };
+        let c = self.conns[slot].as_mut().unwrap();
+        if paced > 1 && matches!(c.sock, Some(Sock::Udp(_))) {
+            // a paced request: datagram j of n leaves j * span / (n - 1) after the first
+            let n = dgram_count(req, paced, dgram_max);
+            if c.sent == 0 {
+                c.req_t0 = now;
+            } else if n > 1 && span > 0.0 {
+                let due = c.req_t0 + to_ns(span * c.dgrams as f64 / (n - 1) as f64);
+                if due > now {
+                    c.phase = Phase::Thinking;
+                    let gen = c.gen;
+                    self.push(
+                        due,
+                        Timer::PairNext {
+                            slot: slot as u32,
+                            gen,
+                        },
+                    );
+                    return Step::Blocked;
+                }
+            }
+        }
         let c = self.conns[slot].as_mut().unwrap();
         let res = match c.sock.as_mut().unwrap() {
             Sock::Tcp(t) => {
@@ -429,7 +459,16 @@ impl Runner {
             Sock::Udp(u) => {
                 let left = (req - c.sent) as usize;
                 let mut k = left.min(dgram_max);
-                if left > k && left - k < UDP_HDR {
+                if paced > 1 {
+                    // n datagrams of about equal size (each at least the header)
+                    let n = dgram_count(req, paced, dgram_max);
+                    let j = c.dgrams.min(n - 1);
+                    k = if j + 1 == n {
+                        left
+                    } else {
+                        ((j + 1) * req / n - c.sent) as usize
+                    };
+                } else if left > k && left - k < UDP_HDR {
                     k = left - UDP_HDR;
                 }
                 let mut d = [0u8; UDP_MAX];
@@ -445,6 +484,7 @@ impl Runner {
         match res {
             Ok(w) => {
                 c.sent += w as u64;
+                c.dgrams += 1;
                 c.tx += w as u64;
                 self.k.tx_bytes += w as u64;
                 if c.sent == req {
@@ -519,6 +559,7 @@ impl Runner {
         c.pair += 1;
         c.sent = 0;
         c.recvd = 0;
+        c.dgrams = 0;
         let now = mono_ns();
         // an anchored request leaves at its time from the connection's start, or now
         let due = match anchor {
@@ -608,6 +649,15 @@ enum OpenError {
     Other(String),
 }
 
+/// The datagrams a paced UDP request of `req` bytes goes out as: the `asked` count,
+/// at least what datagrams of `max` bytes need, at most what the 24-byte header in
+/// each allows.
+fn dgram_count(req: u64, asked: u32, max: usize) -> u64 {
+    let most = (req / UDP_HDR as u64).max(1);
+    let need = req.div_ceil(max as u64).min(most);
+    (asked as u64).clamp(need, most)
+}
+
 fn open_sock(server: SocketAddr, local: SocketAddr, proto: Proto) -> Result<Sock, OpenError> {
     let udp = proto == Proto::Udp;
     let s = new_socket(&server, Some(local), udp).map_err(|e| {
@@ -627,4 +677,30 @@ fn open_sock(server: SocketAddr, local: SocketAddr, proto: Proto) -> Result<Sock
     } else {
         Sock::Tcp(TcpStream::from_std(s.into()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dgram_count;
+
+    #[test]
+    fn paced_requests_keep_their_count_within_what_the_bytes_allow() {
+        assert_eq!(dgram_count(1000, 4, 1472), 4); // as asked
+        assert_eq!(dgram_count(1000, 100, 1472), 41); // each datagram holds its header
+        assert_eq!(dgram_count(5000, 2, 1472), 4); // none over 1,472 bytes
+        assert_eq!(dgram_count(30, 3, 1472), 1);
+        assert_eq!(dgram_count(24, 1, 1452), 1);
+        // the equal split never makes a datagram smaller than the header
+        for req in 24..4000u64 {
+            for asked in 1..60u32 {
+                let n = dgram_count(req, asked, 1472);
+                let sizes: Vec<u64> = (0..n).map(|j| (j + 1) * req / n - j * req / n).collect();
+                assert!(
+                    sizes.iter().all(|&k| (24..=1472).contains(&k)),
+                    "{req} {asked}"
+                );
+                assert_eq!(sizes.iter().sum::<u64>(), req);
+            }
+        }
+    }
 }

@@ -13,8 +13,11 @@
 //! its response (absent: 0). A connection's optional `at` (one number per pair,
 //! negative for none) anchors a request: it leaves at that time from the
 //! connection's start, or as soon as the previous response is in if that is
-//! later, instead of the previous pair's think time after it. Unknown
-//! fields are errors, so a misspelt key never goes unnoticed.
+//! later, instead of the previous pair's think time after it. A UDP
+//! connection's optional `pace` (one `[datagrams, span_s]` per pair) sends a
+//! request as that many datagrams, the first at once and the rest evenly over
+//! the span (`client.rs`). Unknown fields are errors, so a misspelt key never
+//! goes unnoticed.
 
 use std::io::BufRead;
 use std::net::{IpAddr, SocketAddr};
@@ -68,9 +71,17 @@ pub struct ConnSpec {
     /// start, s; negative: after the previous response and its think time
     #[serde(default)]
     pub at: Vec<f64>,
+    /// per pair (empty: none; UDP only): its request's datagrams and their span, s
+    #[serde(default)]
+    pub pace: Vec<(u32, f64)>,
 }
 
 impl ConnSpec {
+    /// Pair `i`'s request pacing: (datagrams, span in s); (1, 0) when it has none.
+    pub fn pace(&self, i: usize) -> (u32, f64) {
+        self.pace.get(i).copied().unwrap_or((1, 0.0))
+    }
+
     /// Pair `i`'s anchor (s from the connection's start), if it has one.
     pub fn anchor(&self, i: usize) -> Option<f64> {
         self.at.get(i).copied().filter(|a| *a >= 0.0)
@@ -163,6 +174,19 @@ fn check_session(s: &Session, line: usize) -> Result<(), String> {
                 return bad(format!(
                     "{} request times (at) for {} pairs, or one not finite",
                     c.at.len(),
+                    c.pairs.len()
+                ));
+            }
+            let bad_pace = c.pace.len() != c.pairs.len()
+                || c.proto != Proto::Udp
+                || !c
+                    .pace
+                    .iter()
+                    .all(|&(n, t)| n >= 1 && t >= 0.0 && t <= MAX_WAIT_S);
+            if !c.pace.is_empty() && bad_pace {
+                return bad(format!(
+                    "pace needs one [datagrams >= 1, span >= 0 s] per pair, UDP only ({} for {} pairs)",
+                    c.pace.len(),
                     c.pairs.len()
                 ));
             }
