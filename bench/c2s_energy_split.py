@@ -19,7 +19,10 @@ the log2 energy (``analysis.energy.energy_plot``, db3, 1 ms bins, as
 * ``ctl``: SYN/FIN/RST without payload;
 * ``no-ack``: ``all`` without the pure ACKs;
 * ``http``, ``dns``, ``other``: the ``data`` packets of TCP port 80, of UDP
-  port 53, and the rest;
+  port 53, and the rest; ``other-tcp`` and ``other-udp``: ``other`` by protocol
+  (each class's rate, packets a second and mean IP bytes per packet are printed:
+  a client that sends a request as a stream of small packets and one that writes
+  it whole carry the same bytes in different packets);
 
 and the generated minus original difference of each against the original's
 first-half / second-half floor of ``all``; then the same difference with
@@ -30,8 +33,11 @@ classes (the classes are correlated), so a class explains a deficit when the
 series without it loses the deficit (``no-ack``) or when its own deficit is
 large where its share of the energy is.
 
-Direction: in the original by SYN (``analysis.timeseries.syn_directions``); in
-a run, ``c2s`` is the forward bottleneck file. A run's clock: its measured
+Direction: in the original by SYN (``analysis.timeseries.syn_directions``: for
+UDP, the higher port is the client), or with ``--udp-client first`` a UDP
+flow's client as the extractor decides it (the side of a well-known port is the
+server, else the first sender is the client; ``extract/conntable.py``); in a
+run, ``c2s`` is the forward file, whose roles are the model's. A run's clock: its measured
 window is ``[t0 + warm-up, t0 + run)`` where ``t0`` is the client's start,
 found as the first SYN of the earliest TCP record minus that record's start.
 """
@@ -60,7 +66,8 @@ from swell.analysis.timeseries import (  # noqa: E402
 
 BIN_S = 0.001
 SYN, FIN, RST = 2, 1, 4
-CLASSES = ("all", "data", "ack", "ctl", "no-ack", "http", "dns", "other")
+CLASSES = ("all", "data", "ack", "ctl", "no-ack", "http", "dns", "other", "other-tcp",
+           "other-udp")
 
 
 def load(*paths: Path) -> dict[str, np.ndarray]:
@@ -90,8 +97,10 @@ def classes(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     data = ~tcp | (pay > 0)
     http = data & tcp & ((p["dport"] == 80) | (p["sport"] == 80))
     dns = data & (p["proto"] == 17) & ((p["dport"] == 53) | (p["sport"] == 53))
+    other = data & ~http & ~dns
     return {"all": np.ones(len(pay), bool), "data": data, "ack": ack, "ctl": ctl,
-            "no-ack": ~ack, "http": http, "dns": dns, "other": data & ~http & ~dns}
+            "no-ack": ~ack, "http": http, "dns": dns, "other": other,
+            "other-tcp": other & tcp, "other-udp": other & ~tcp}
 
 
 def as_packets(p: dict[str, np.ndarray]) -> Packets:
@@ -102,6 +111,39 @@ def as_packets(p: dict[str, np.ndarray]) -> Packets:
                    daddr_lo=p["daddr_lo"].astype(np.uint64),
                    sport=p["sport"].astype(np.uint16), dport=p["dport"].astype(np.uint16),
                    proto=p["proto"].astype(np.uint8), tcp_flags=p["tcp_flags"].astype(np.uint8))
+
+
+def udp_first_sender(p: dict[str, np.ndarray], d: dict[str, np.ndarray]
+                     ) -> dict[str, np.ndarray]:
+    """``d`` with each UDP flow's direction decided as the extractor does: the side of a
+    well-known port (``extract.conntypes.WELL_KNOWN``) is the server, else the first
+    packet's sender is the client (flows by their 5-tuple, idle splits ignored;
+    ``p`` is time-ordered, so a flow's first occurrence is its first packet)."""
+    from swell.extract.conntypes import WELL_KNOWN
+
+    udp = np.flatnonzero(p["proto"] == 17)
+    if not udp.size:
+        return d
+    s = np.stack([p["saddr_hi"][udp], p["saddr_lo"][udp], p["sport"][udp].astype(np.uint64)], 1)
+    t = np.stack([p["daddr_hi"][udp], p["daddr_lo"][udp], p["dport"][udp].astype(np.uint64)], 1)
+    src_a = (s[:, 0] < t[:, 0]) | ((s[:, 0] == t[:, 0]) & (
+        (s[:, 1] < t[:, 1]) | ((s[:, 1] == t[:, 1]) & (s[:, 2] < t[:, 2]))))
+    a = np.where(src_a[:, None], s, t)
+    b = np.where(src_a[:, None], t, s)
+    _, first, flow = np.unique(np.hstack([a, b]), axis=0, return_index=True,
+                               return_inverse=True)
+    flow = flow.ravel()
+
+    def known(ports: np.ndarray) -> np.ndarray:
+        return np.array([(17, int(x)) in WELL_KNOWN for x in ports], dtype=bool)
+
+    ks, kd = known(p["sport"][udp][first]), known(p["dport"][udp][first])
+    sender_is_client = ~(ks & ~kd)  # only the sender on a well-known port: it serves
+    client_is_a = sender_is_client == src_a[first]
+    c2s = src_a == client_is_a[flow]
+    out = {k: v.copy() for k, v in d.items()}
+    out["c2s"][udp], out["s2c"][udp] = c2s, ~c2s
+    return out
 
 
 def run_captures(work: Path, way: str, at: str) -> list[Path]:
@@ -150,7 +192,9 @@ def energies(p: dict[str, np.ndarray], mask: np.ndarray, start: int, end: int
         out[name] = {"y": e.y.tolist(), "log2_mean": float(np.log2(max(e.mean, 1e-12))),
                      "mbps": float(s.bytes.sum() * 8 / (s.bytes.size * BIN_S)
                                                        / 1e6),
-                     "packets": int(m.sum())}
+                     "packets": int(m.sum()),
+                     "pps": float(m.sum() / max((end - start) * 1e-9, 1e-9)),
+                     "mean_ip_bytes": float(p["wirelen"][m].mean()) if m.any() else 0.0}
         if name == "all":
             out[name]["floor"] = halves_floor(s.bytes, BIN_S, 3, 8)
     return out
@@ -165,11 +209,17 @@ def main() -> int:
     ap.add_argument("--direction", choices=("c2s", "s2c"), default="c2s")
     ap.add_argument("--at", choices=("bottleneck", "clients"), default="bottleneck",
                     help="where the run is measured (clients: the client namespaces' taps)")
+    ap.add_argument("--udp-client", choices=("port", "first"), default="port",
+                    help="the original's UDP clients: the higher port (syn_directions, as "
+                         "bench/fidelity.py judges) or the first sender (as the extractor)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
 
     orig = load(a.original)
-    d = syn_directions(as_packets(orig))[a.direction]
+    dirs = syn_directions(as_packets(orig))
+    if a.udp_client == "first":
+        dirs = udp_first_sender(orig, dirs)
+    d = dirs[a.direction]
     res: dict[str, Any] = {"original": energies(orig, d, int(orig["ts_ns"].min()),
                                                 int(orig["ts_ns"].max()) + 1), "runs": {}}
     way = "forward" if a.direction == "c2s" else "reverse"
@@ -188,6 +238,13 @@ def main() -> int:
     for work, r in res["runs"].items():
         print(f"run {work}: " + ", ".join(f"{n} {r[n]['mbps']:.3f} Mb/s ({r[n]['packets']} pk)"
                                           for n in CLASSES))
+    print("per class: Mb/s, packets/s, mean IP bytes per packet (original | mean of runs)")
+    for n in CLASSES:
+        o, rs = res["original"][n], list(res["runs"].values())
+        print(f"  {n:>9}  {o['mbps']:7.3f} {o['pps']:8.1f} {o['mean_ip_bytes']:6.0f} | "
+              f"{np.mean([r[n]['mbps'] for r in rs]):7.3f} "
+              f"{np.mean([r[n]['pps'] for r in rs]):8.1f} "
+              f"{np.mean([r[n]['mean_ip_bytes'] for r in rs]):6.0f}")
     gen = {n: np.mean([np.array(r[n]["y"])[:len(ys[n])] for r in res["runs"].values()], axis=0)
            for n in CLASSES}
     res["mean_of_runs_y"] = {n: v.tolist() for n, v in gen.items()}
