@@ -37,9 +37,11 @@ from swell.errors import SwellError
 from swell.fsutil import check_output_files, input_file, write_json
 
 DIRECTION_HELP = (
-    "how packets are split into two directions: 'syn' (the SYN sender is the client: "
-    "c2s/s2c; default), 'src=NET[,NET..]' (source in NETs: out, destination in NETs: in) "
-    "or 'all' (no split)"
+    "how packets are split into two directions: 'roles' (the SYN sender is the client: "
+    "c2s/s2c; a UDP flow's client as swell extract decides it: the side of a well-known "
+    "port serves, else the first sender is the client; default), 'syn' (as roles, but a "
+    "UDP flow's client is its higher port), 'src=NET[,NET..]' (source in NETs: out, "
+    "destination in NETs: in) or 'all' (no split)"
 )
 
 ENERGY_EPILOG = """\
@@ -142,7 +144,7 @@ def _previous(command: str, out: Path) -> bool:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bin-ms", type=float, default=1.0,
                    help="bin width D in milliseconds (>= 0.1; default 1)")
-    p.add_argument("--direction", default="syn", help=DIRECTION_HELP)
+    p.add_argument("--direction", default="roles", help=DIRECTION_HELP)
     p.add_argument("--unit", choices=("bytes", "packets"), default="bytes",
                    help="count bytes (default) or packets per bin")
     p.add_argument("--vanishing-moments", "-N", type=int, default=3,

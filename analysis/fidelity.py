@@ -47,7 +47,7 @@ class FidelityConfig:
     bin_s: float = 0.001
     vanishing_moments: int = 3
     unit: str = "bytes"  # or "packets"
-    direction: str = "syn"
+    direction: str = "roles"
     tolerance_pct: float = 10.0
     min_coeffs: int = 8  # octaves with fewer coefficients are left out
 

@@ -208,8 +208,13 @@ def _mix64(*cols: np.ndarray) -> np.ndarray:
     return h
 
 
-def syn_directions(p: Packets) -> dict[str, np.ndarray]:
-    """``c2s``/``s2c`` masks: the bare-SYN sender of a connection is its client."""
+def syn_directions(p: Packets, udp: str = "port") -> dict[str, np.ndarray]:
+    """``c2s``/``s2c`` masks: the bare-SYN sender of a connection is its client; without
+    a SYN the SYN/ACK receiver; without either the higher port. With ``udp="first"`` a
+    UDP flow's client is decided as the extractor decides it (``extract/conntable.py``):
+    the side of a well-known port is the server, else the first packet's sender is the
+    client (``p`` in time order; flows by their 5-tuple, idle splits ignored), so the
+    trace's directions are the roles its model gives the generator."""
     sport = p.sport.astype(np.int64)
     dport = p.dport.astype(np.int64)
     # Canonical connection key: the smaller endpoint first.
@@ -240,10 +245,32 @@ def syn_directions(p: Packets) -> dict[str, np.ndarray]:
     client[sa_conn[unknown]] = np.where(src_first[sa_first[unknown]], -1, 1)
     # Neither: the endpoint with the higher port is the client (ties: larger address).
     fallback = np.where(ka_p > kb_p, 1, -1).astype(np.int8)
+    if udp == "first":
+        fallback = np.where(p.proto == 17, _udp_first_client(p, conn, src_first, sport, dport),
+                            fallback).astype(np.int8)
+    elif udp != "port":
+        raise ValueError(f"udp must be 'port' or 'first', not {udp!r}")
     side = client[conn]
     side = np.where(side == 0, fallback, side)
     from_client = np.where(side == 1, src_first, ~src_first)
     return {"c2s": from_client, "s2c": ~from_client}
+
+
+def _udp_first_client(p: Packets, conn: np.ndarray, src_first: np.ndarray, sport: np.ndarray,
+                      dport: np.ndarray) -> np.ndarray:
+    """Per packet, +1 when its connection's client is the canonical first endpoint, -1
+    when the second: by the connection's first packet, whose sender is the client
+    unless only its own port is well known (then it serves)."""
+    from swell.extract.conntypes import WELL_KNOWN
+
+    _, first = np.unique(conn, return_index=True)  # the first occurrence: the first packet
+    known = {port for proto, port in WELL_KNOWN if proto == 17}
+    ks = np.isin(sport[first], list(known))
+    kd = np.isin(dport[first], list(known))
+    sender_is_client = ~(ks & ~kd)
+    client_is_first = np.zeros(int(conn.max()) + 1 if conn.size else 0, dtype=bool)
+    client_is_first[conn[first]] = sender_is_client == src_first[first]
+    return np.where(client_is_first[conn], 1, -1)
 
 
 def parse_networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -293,15 +320,20 @@ def address_directions(p: Packets, spec: str) -> dict[str, np.ndarray]:
     return {"out": src_in & ~dst_in, "in": dst_in & ~src_in}
 
 
-def directions_by_rule(p: Packets, rule: str = "syn") -> dict[str, np.ndarray]:
-    """Direction masks by ``rule``: ``syn``, ``src=NETS`` or ``all`` (one direction)."""
+def directions_by_rule(p: Packets, rule: str = "roles") -> dict[str, np.ndarray]:
+    """Direction masks by ``rule``: ``roles`` (as ``syn``, and a UDP flow's client as
+    the extractor decides it: :func:`syn_directions` with ``udp="first"``), ``syn``
+    (UDP: the higher port is the client), ``src=NETS`` or ``all`` (one direction)."""
+    if rule == "roles":
+        return syn_directions(p, udp="first")
     if rule == "syn":
         return syn_directions(p)
     if rule == "all":
         return {"all": np.ones(len(p), dtype=bool)}
     if rule.startswith("src="):
         return address_directions(p, rule[4:])
-    raise SwellError("--direction", f"unknown rule {rule!r}; use syn, all or src=NET[,NET...]")
+    raise SwellError("--direction",
+                     f"unknown rule {rule!r}; use roles, syn, all or src=NET[,NET...]")
 
 
 # ---------------------------------------------------------------- I/O edge
@@ -337,7 +369,7 @@ def load_packets(path: str | Path, size_field: str = "wirelen") -> Packets:
 
 def load_window(
     path: str | Path,
-    rule: str = "syn",
+    rule: str = "roles",
     bin_s: float = 0.001,
     start_s: float = 0.0,
     duration_s: float | None = None,
@@ -375,7 +407,7 @@ def load_window(
 def capture_series(
     path: str | Path,
     bin_s: float = 0.001,
-    rule: str = "syn",
+    rule: str = "roles",
     start_s: float = 0.0,
     duration_s: float | None = None,
 ) -> dict[str, Series]:

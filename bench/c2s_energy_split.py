@@ -33,11 +33,12 @@ classes (the classes are correlated), so a class explains a deficit when the
 series without it loses the deficit (``no-ack``) or when its own deficit is
 large where its share of the energy is.
 
-Direction: in the original by SYN (``analysis.timeseries.syn_directions``: for
-UDP, the higher port is the client), or with ``--udp-client first`` a UDP
-flow's client as the extractor decides it (the side of a well-known port is the
-server, else the first sender is the client; ``extract/conntable.py``); in a
-run, ``c2s`` is the forward file, whose roles are the model's. A run's clock: its measured
+Direction: in the original by the model's roles (``analysis.timeseries.
+syn_directions``: the SYN sender is the client, and a UDP flow's client as the
+extractor decides it: the side of a well-known port serves, else the first
+sender is the client), or with ``--udp-client port`` a UDP flow's higher port
+(the judge before 2026-12-01); in a run, ``c2s`` is the forward file, whose
+roles are the model's. A run's clock: its measured
 window is ``[t0 + warm-up, t0 + run)`` where ``t0`` is the client's start,
 found as the first SYN of the earliest TCP record minus that record's start.
 """
@@ -113,39 +114,6 @@ def as_packets(p: dict[str, np.ndarray]) -> Packets:
                    proto=p["proto"].astype(np.uint8), tcp_flags=p["tcp_flags"].astype(np.uint8))
 
 
-def udp_first_sender(p: dict[str, np.ndarray], d: dict[str, np.ndarray]
-                     ) -> dict[str, np.ndarray]:
-    """``d`` with each UDP flow's direction decided as the extractor does: the side of a
-    well-known port (``extract.conntypes.WELL_KNOWN``) is the server, else the first
-    packet's sender is the client (flows by their 5-tuple, idle splits ignored;
-    ``p`` is time-ordered, so a flow's first occurrence is its first packet)."""
-    from swell.extract.conntypes import WELL_KNOWN
-
-    udp = np.flatnonzero(p["proto"] == 17)
-    if not udp.size:
-        return d
-    s = np.stack([p["saddr_hi"][udp], p["saddr_lo"][udp], p["sport"][udp].astype(np.uint64)], 1)
-    t = np.stack([p["daddr_hi"][udp], p["daddr_lo"][udp], p["dport"][udp].astype(np.uint64)], 1)
-    src_a = (s[:, 0] < t[:, 0]) | ((s[:, 0] == t[:, 0]) & (
-        (s[:, 1] < t[:, 1]) | ((s[:, 1] == t[:, 1]) & (s[:, 2] < t[:, 2]))))
-    a = np.where(src_a[:, None], s, t)
-    b = np.where(src_a[:, None], t, s)
-    _, first, flow = np.unique(np.hstack([a, b]), axis=0, return_index=True,
-                               return_inverse=True)
-    flow = flow.ravel()
-
-    def known(ports: np.ndarray) -> np.ndarray:
-        return np.array([(17, int(x)) in WELL_KNOWN for x in ports], dtype=bool)
-
-    ks, kd = known(p["sport"][udp][first]), known(p["dport"][udp][first])
-    sender_is_client = ~(ks & ~kd)  # only the sender on a well-known port: it serves
-    client_is_a = sender_is_client == src_a[first]
-    c2s = src_a == client_is_a[flow]
-    out = {k: v.copy() for k, v in d.items()}
-    out["c2s"][udp], out["s2c"][udp] = c2s, ~c2s
-    return out
-
-
 def run_captures(work: Path, way: str, at: str) -> list[Path]:
     """A run's captures of ``way`` (forward: client -> server) where it was measured:
     the bottleneck's one file, or every client namespace's tap (before the uplinks,
@@ -209,17 +177,15 @@ def main() -> int:
     ap.add_argument("--direction", choices=("c2s", "s2c"), default="c2s")
     ap.add_argument("--at", choices=("bottleneck", "clients"), default="bottleneck",
                     help="where the run is measured (clients: the client namespaces' taps)")
-    ap.add_argument("--udp-client", choices=("port", "first"), default="port",
-                    help="the original's UDP clients: the higher port (syn_directions, as "
-                         "bench/fidelity.py judges) or the first sender (as the extractor)")
+    ap.add_argument("--udp-client", choices=("port", "first"), default="first",
+                    help="the original's UDP clients: the first sender unless ports say "
+                         "otherwise (as the extractor and bench/fidelity.py decide; "
+                         "default) or the higher port (the judge before 2026-12-01)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
 
     orig = load(a.original)
-    dirs = syn_directions(as_packets(orig))
-    if a.udp_client == "first":
-        dirs = udp_first_sender(orig, dirs)
-    d = dirs[a.direction]
+    d = syn_directions(as_packets(orig), udp=a.udp_client)[a.direction]
     res: dict[str, Any] = {"original": energies(orig, d, int(orig["ts_ns"].min()),
                                                 int(orig["ts_ns"].max()) + 1), "runs": {}}
     way = "forward" if a.direction == "c2s" else "reverse"

@@ -19,10 +19,14 @@ For each real capture (issue 5, "How it must be checked", DESIGN 5):
    generator on the topology's placement (one ``swell-gen`` per namespace), and
    drive it with ``swell run``'s session (``swell.experiments.session``);
 4. capture both bottleneck directions. Direction mapping: in the original,
-   client -> server and server -> client by SYN (``swell.analysis.timeseries``'s
-   ``syn`` rule); at the bottleneck, forward (client side -> server side) is
-   ``c2s`` because Swing clients open every connection, reverse is ``s2c``
-   (the SYN rule applied to the merged generated capture is printed as a check);
+   client -> server and server -> client by the model's roles
+   (``swell.analysis.timeseries``'s ``roles`` rule: the SYN sender is the
+   client, and a UDP flow's client as the extractor decides it; until
+   2026-12-01 the ``syn`` rule, whose UDP client is the higher port, which
+   judged 27% of campus's game clients' bytes the other way); at the bottleneck,
+   forward (client side -> server side) is ``c2s`` because Swing clients open
+   every connection, reverse is ``s2c`` (the roles rule applied to the merged
+   generated capture is printed as a check);
 5. compare with ``swell.analysis.fidelity``: mean throughput per direction
    (within 10%?), energy per octave against the original's first-half /
    second-half floor, KS distances of the generated capture re-extracted
@@ -321,7 +325,7 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
                            "run's window; are capture timestamps wall-clock time?")
     result = fidelity(orig, gen, cfg, directions=(dirs_o, dirs_g),
                       grids=((int(orig.ts_ns.min()), None), (w0, w1)))
-    syn = directions_by_rule(gen, "syn")
+    syn = directions_by_rule(gen, "roles")
     agree = {d: float(gen.size[syn[d] & dirs_g[d]].sum() / max(gen.size[dirs_g[d]].sum(), 1))
              for d in dirs_g}
     if not ks:
@@ -397,7 +401,7 @@ def summary_lines(result: FidelityResult) -> list[str]:
              + ", ".join(f"{d} {m['scheduled_payload_bps'][d] / 1e6:.4f} -> "
                          f"{m['carried_payload_bps'][d] / 1e6:.4f} Mb/s" for d in ("c2s", "s2c")),
              f"  applications left out (no exchanges to generate): {m['apps_left_out'] or 'none'}",
-             "  bytes whose SYN-rule direction matches the bottleneck file: "
+             "  bytes whose roles-rule direction matches the bottleneck file: "
              + ", ".join(f"{d} {v:.1%}" for d, v in m["syn_rule_agreement"].items())]
     if "acks" in m:
         a = m["acks"]

@@ -67,6 +67,25 @@ def test_syn_sender_is_the_client_even_on_a_high_server_port() -> None:
     assert not np.any(d["c2s"] & d["s2c"])
 
 
+def test_udp_roles_are_the_extractors() -> None:
+    """``roles`` (the default of fidelity): a UDP flow's first sender is its client unless
+    only the sender's port is well known, as ``swell extract`` decides, so a game client
+    on a low port and a DNS server seen first count as the model has them; ``syn`` keeps
+    the higher port; TCP is the same either way."""
+    a, b, c = 0x0A000001, 0x0A000002, 0x0A000003
+    rows = [(1, 300, a, b, 1000, 33335, 17, 0), (2, 100, b, a, 33335, 1000, 17, 0),  # game
+            (3, 90, c, a, 53, 40001, 17, 0), (4, 50, a, c, 40001, 53, 17, 0),  # answer first
+            (5, 60, b, c, 5000, 6000, 17, 0)]  # one-way: its sender is the client
+    rows += _conn(10, a, b, 80, 40000, with_syn=True)
+    p = make_packets(*[np.array(col) for col in zip(*rows, strict=True)])
+    roles = directions_by_rule(p)["c2s"].tolist()
+    assert roles == [True, False, False, True, True] + [True, False, True, False]
+    assert syn_directions(p)["c2s"].tolist()[:5] == [False, True, False, True, False]
+    assert directions_by_rule(p, "roles")["c2s"].tolist() == roles
+    with pytest.raises(ValueError, match="udp must be"):
+        syn_directions(p, udp="last")
+
+
 def test_synack_decides_without_syn() -> None:
     a, b = 0x0A000001, 0x0A000002
     rows = [(1, 60, b, a, 6000, 7000, 6, 0x12), (2, 100, a, b, 7000, 6000, 6, 0x10)]
