@@ -325,8 +325,8 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
                            "run's window; are capture timestamps wall-clock time?")
     result = fidelity(orig, gen, cfg, directions=(dirs_o, dirs_g),
                       grids=((int(orig.ts_ns.min()), None), (w0, w1)))
-    syn = directions_by_rule(gen, "roles")
-    agree = {d: float(gen.size[syn[d] & dirs_g[d]].sum() / max(gen.size[dirs_g[d]].sum(), 1))
+    roles = directions_by_rule(gen, "roles")
+    agree = {d: float(gen.size[roles[d] & dirs_g[d]].sum() / max(gen.size[dirs_g[d]].sum(), 1))
              for d in dirs_g}
     if not ks:
         add_ks(result, None, None, "not computed for this seed (KS: seed 1 of --seeds)")

@@ -417,7 +417,8 @@ def request_pace(p: dict[str, np.ndarray], idx: np.ndarray, seg: np.ndarray
     """``pairReqPkts`` and ``pairReqSpan`` of the pairs ``idx`` (:data:`PACE_PARAMS`)."""
     req = p["req_size"][idx].astype(float)
     s = seg[p["conn"][idx]]
-    k = np.where(np.isfinite(s) & (s > 0), np.round(req / np.where(s > 0, s, 1.0)), 1.0)
+    # no payload counted (a NaN mean): 0 here, one packet after the clip
+    k = np.round(req / np.where(np.isfinite(s) & (s > 0), s, np.inf))
     k = np.where(req > 0, np.clip(k, 1.0, np.maximum(req, 1.0)), 0.0)
     span = p["req_t1"][idx] - p["req_t0"][idx] if "req_t1" in p else np.zeros(len(idx))
     span = np.where(np.isfinite(span) & (req > 0), np.maximum(span, 0.0), 0.0)
