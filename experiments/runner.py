@@ -133,6 +133,7 @@ def _run_one(plan: RunPlan, study: Path, rdir: Path, engine: str, prog: Progress
     result = collect_run(plan, rdir, engine_used, session.timing, bg_result, fg_result, report,
                          topo_dict, bg.model_dir(), prefix=prefix, warnings=warnings,
                          asked_mbps=bg.asked_mbps())
+    result["problems"] = result["problems"] + session.problems
     if damage:  # what the reader could not use in the traces behind the run's models
         result["input_damage"] = {role: d for role, (d, _) in damage.items()}
     for problem in result.get("problems", []):

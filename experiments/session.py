@@ -2,13 +2,19 @@
 
 Every kind is driven the same way, whatever it is (:mod:`swell.generators.kind`):
 
-1. background: ``check``, ``start_server``, ``wait_ready`` (probes), ``start_client``;
-2. foreground: ``check``, ``start_server``, ``wait_ready``;
-3. the warm-up passes (live counters of the background on the progress line);
-4. foreground ``start_client``; the measurement runs until its end, or until a
+1. both kinds' ``check``; both servers' ``start_server``, then both ``wait_ready``
+   (probes): the foreground's server is up before the background's clients start,
+   so its start-up (Apache under a loaded QEMU guest took seconds) never eats into
+   the measurement;
+2. background ``start_client``; the warm-up passes (live counters of the
+   background on the progress line);
+3. foreground ``start_client``; the measurement runs until its end, or until a
    foreground that ends by itself (a fixed number of downloads) is done;
-5. foreground ``stop`` right at the end (httperf counts what finished before),
+4. foreground ``stop`` right at the end (httperf counts what finished before),
    then the background's ``stop``; both always run, also after an error.
+
+A measurement window shorter than asked (the foreground started late, not one that
+ended by itself) is one of the run's problems (:attr:`Session.problems`).
 
 The wall-clock times of each step are kept in :attr:`Session.timing`
 (``background_start``, ``foreground_start``, ``end``) and define the
@@ -26,6 +32,7 @@ from swell.progress import Progress
 
 READY_TIMEOUT_S = 15.0
 TICK_S = 0.2  # progress display cadence, not a readiness wait
+SHORT_WINDOW = 0.9  # a measurement window under this share of the asked one is a problem
 
 
 def stop_generators(bg: Generator | None, fg: Generator | None) -> None:
@@ -50,44 +57,61 @@ class Session:
         self.bg = background
         self.fg = foreground
         self.timing: dict[str, float] = {}
+        self.problems: list[str] = []
 
-    def _tick(self, prog: Progress, elapsed: float) -> None:
+    def _tick(self, prog: Progress, t0: float, until: float) -> None:
+        """Progress and live counters, then sleep a tick, never past ``until`` (seconds
+        after ``t0``, the background's start): a step due then starts on time."""
         status = ""
         if self.bg is not None:
             self.bg.poll()
             status = live_status(self.bg.counter_lines)
+        elapsed = time.monotonic() - t0
         prog.update(done=elapsed, status=status)
-        time.sleep(TICK_S)
+        time.sleep(max(0.0, min(TICK_S, until - elapsed)))
 
     def run(self, warmup_s: float, total_s: float, prog: Progress) -> None:
         """Start, warm up, measure, stop (see the module docstring)."""
         try:
-            for gen in (self.bg, self.fg):
-                if gen is not None:
-                    gen.check()
+            gens = [g for g in (self.bg, self.fg) if g is not None]
+            for gen in gens:
+                gen.check()
+            for gen in gens:
+                gen.start_server()
+            for gen in gens:
+                gen.wait_ready(READY_TIMEOUT_S)
             if self.bg is not None:
-                self.bg.start_server()
-                self.bg.wait_ready(READY_TIMEOUT_S)
                 self.bg.start_client()
             t0 = time.monotonic()
             self.timing["background_start"] = time.time()
-            if self.fg is not None:
-                self.fg.start_server()
-                self.fg.wait_ready(READY_TIMEOUT_S)
             while time.monotonic() - t0 < warmup_s:
-                self._tick(prog, time.monotonic() - t0)
+                self._tick(prog, t0, warmup_s)
             self.timing["foreground_start"] = time.time()
+            started = time.monotonic() - t0
             if self.fg is not None:
                 self.fg.start_client()
+            ended_itself = False
             while time.monotonic() - t0 < total_s:
                 if self.fg is not None and not self.fg.running():
+                    ended_itself = True
                     break
-                self._tick(prog, time.monotonic() - t0)
+                self._tick(prog, t0, total_s)
             self.timing["end"] = time.time()
+            self._check_window(time.monotonic() - t0 - started, total_s - warmup_s,
+                               ended_itself)
             if self.fg is not None:
                 self.fg.stop()
         finally:
             self._stop_all()
+
+    def _check_window(self, measured_s: float, asked_s: float, ended_itself: bool) -> None:
+        """A problem when the measurement ran short of what was asked (a foreground
+        that ends by itself, a fixed number of downloads, is not short)."""
+        if not ended_itself and asked_s > 0 and measured_s < SHORT_WINDOW * asked_s:
+            self.problems.append(
+                f"measurement window {measured_s:.2f} s of the asked {asked_s:.2f} s: the "
+                "foreground started late (the machine was too busy to keep the run's "
+                "schedule)")
 
     def _stop_all(self) -> None:
         """Stop both (foreground first); the first error is raised after both stopped."""

@@ -51,6 +51,7 @@ from swell.generators.base import Generator, GenResult, Place, require
 from swell.generators.kind import KindResult, KindSpec, RunContext, Tool, TrafficKind, Window
 from swell.inet import hostport, is_v6
 from swell.placement import Endpoint
+from swell.signals import wait_catching
 from swell.tcpdump import Tcpdump, tcpdump_argv
 
 APACHE_BIN = "/usr/sbin/apache2"
@@ -58,6 +59,7 @@ APACHE = Tool(APACHE_BIN, "apache2")
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 RECV_BUFFER = 4 << 20
 SEND_BUFFER = 64 << 10
+HANDLER_WAIT_S = 10.0  # at most, for the client tool's SIGINT handler (swell.signals)
 
 
 # Processes run through a ``Place`` from :mod:`swell.generators.base` (``Local``, ``Netns`` or
@@ -257,6 +259,8 @@ class Httperf:
         if self.proc is None:
             raise SwellError(self.tool, "not started")
         if self.proc.poll() is None:
+            # a SIGINT before the tool's handler is in place kills it with nothing printed
+            wait_catching(self.proc, signal.SIGINT, HANDLER_WAIT_S)
             self.proc.send_signal(signal.SIGINT)
         try:
             out, _ = self.proc.communicate(timeout=30)
