@@ -206,6 +206,7 @@ SERVER_WAIT = True  # --no-server-wait: responses leave at once (before 2026-11-
 SERVER_MATCH = "delay"  # --server-match none: hosts in any order (before 2026-11-30 evening)
 PAIR_WAIT = "own"  # --pair-wait drawn: whole sessions' waits drawn afresh (before 2026-12-01)
 CLIENT_MATCH = "link"  # --client-match none: whole sessions on the least loaded client host
+ANCHOR_THINK_S = 0.5  # --anchor-think: whole sessions' requests after this pause anchored
 MONITOR = "auto"  # --monitor: where the generated traffic is judged (monitor_of)
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
@@ -250,7 +251,7 @@ def swing_background(model_dir: Path, out: Path, seed: int = SEED) -> Any:
     options: dict[str, Any] = {"kind": "swing", "model": str(model_dir), "rre_draw": RRE_DRAW,
                                "start": START, "server_wait": SERVER_WAIT,
                                "server_match": SERVER_MATCH, "client_match": CLIENT_MATCH,
-                               "pair_wait": PAIR_WAIT}
+                               "pair_wait": PAIR_WAIT, "anchor_think_s": ANCHOR_THINK_S}
     if CALIBRATE:
         options["variant"] = {"target_mbps": load_model(model_dir).mean_rate_bps() / 1e6}
     kind = registry.make("background",
@@ -577,6 +578,10 @@ def main() -> int:
                     help="own: a whole session's pairs wait what their servers waited in the "
                     "trace, where measured (swell run's default); drawn: every wait drawn "
                     "afresh (before 2026-12-01)")
+    ap.add_argument("--anchor-think", type=float, default=0.5, metavar="S",
+                    help="a whole session's request after a pause of at least S seconds in "
+                    "the trace leaves at its time there (swell run's anchor_think_s, "
+                    "default 0.5; 0 anchors every request but a connection's first)")
     ap.add_argument("--client-match", choices=("link", "none"), default="link",
                     help="link: a whole session (--rre-draw session) goes to a client host "
                     "whose link is nearest its own client's (swell run's default); none: to "
@@ -608,7 +613,7 @@ def main() -> int:
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
-    global SERVER_MATCH, CLIENT_MATCH, PAIR_WAIT, CLIENT_RATE_MBPS, MONITOR
+    global SERVER_MATCH, CLIENT_MATCH, PAIR_WAIT, CLIENT_RATE_MBPS, MONITOR, ANCHOR_THINK_S
     MONITOR = args.monitor
     CALIBRATE = args.calibrate
     START = args.start
@@ -616,6 +621,10 @@ def main() -> int:
     SERVER_MATCH = args.server_match
     CLIENT_MATCH = args.client_match
     PAIR_WAIT = args.pair_wait
+    ANCHOR_THINK_S = args.anchor_think
+    if ANCHOR_THINK_S < 0:
+        print("fidelity: --anchor-think must be 0 or more", file=sys.stderr)
+        return 2
     RMEM, CAP_SCALE, SERVER_DELAY_MS = args.rmem, args.capacity_scale, args.server_delay_ms
     CLIENT_RATE_MBPS = args.client_rate_mbps
     if CLIENT_RATE_MBPS is not None and CLIENT_RATE_MBPS <= 0:
@@ -679,7 +688,8 @@ def main() -> int:
             summary = seeds_summary(runs, {
                 "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
                 "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH,
-                "client_match": CLIENT_MATCH, "pair_wait": PAIR_WAIT})
+                "client_match": CLIENT_MATCH, "pair_wait": PAIR_WAIT,
+                "anchor_think_s": ANCHOR_THINK_S})
             summary["jobs"] = args.jobs
             write_json(args.out / name / "seeds.json", summary)
             text = seeds_table(name, summary)

@@ -84,6 +84,9 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
                 else ", servers on any host")
              + (", pairs' own waits" if summary.get("rre_draw") == "session"
                 and summary.get("server_wait") and summary.get("pair_wait") == "own" else "")
+             + (f", requests after {summary['anchor_think_s']:g} s pauses anchored"
+                if summary.get("rre_draw") == "session"
+                and summary.get("anchor_think_s", 0.5) != 0.5 else "")
              + (", whole sessions behind their clients' links"
                 if summary.get("rre_draw") == "session" and summary.get("client_match") == "link"
                 else "")

@@ -19,6 +19,12 @@ import numpy as np
 
 from swell.errors import SwellError
 
+# a whole session's request after a pause this long leaves at its time in the trace
+# (from its connection's start; the model's pairAt), not after its own response: the pause
+# is the user's, and the trace's requests after it on a page's connections came together
+# (AppSamples.anchor_think's default; the Swing spec's anchor_think_s sets another)
+ANCHOR_THINK_S = 0.5
+
 if TYPE_CHECKING:
     from swell.extract.model import SwingModel
 
@@ -59,6 +65,9 @@ class AppSamples:
     # per pair as pair_req, when its request left in the trace, from its connection's
     # first packet (-1: none; empty: a model without them): the anchors of long pauses
     pair_at: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # a whole session's request after a pause at least this long (s) is anchored at its
+    # pair_at (the spec's anchor_think_s; 0 anchors every request but the first)
+    anchor_think: float = ANCHOR_THINK_S
     # per pair as pair_req, its own server wait in the trace (-1: none measured; empty: a
     # model without them, or a spec that draws every wait): the whole sessions' waits
     pair_wait: np.ndarray = field(default_factory=lambda: np.zeros(0))

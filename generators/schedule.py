@@ -62,6 +62,7 @@ from swell.errors import SwellError
 from swell.generators import steady_start
 from swell.generators.arrivals import STATIONARY, ArrivalProcess, choose, trace_rate
 from swell.generators.samples import (  # noqa: F401  (re-exported: the schedule's inputs)
+    ANCHOR_THINK_S,
     MODEL_PARAMS,
     RRE_DRAWS,
     AppSamples,
@@ -87,10 +88,6 @@ from swell.generators.schedule_file import (  # noqa: F401  (re-exported: the sc
 )
 from swell.generators.sessionmap import map_hosts
 
-# a whole session's request after a pause this long leaves at its time in the trace
-# (from its connection's start; the model's pairAt), not after its own response: the pause
-# is the user's, and the trace's requests after it on a page's connections came together
-ANCHOR_THINK_S = 0.5
 WAIT_STREAM = 0x57A17  # the servers' waits' own generator: default_rng([seed, WAIT_STREAM])
 
 
@@ -180,10 +177,11 @@ def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
 
 def _anchors(app: AppSamples, a: int, b: int) -> tuple[float, ...]:
     """The request times of pairs ``a:b`` (one connection) that follow a pause of at least
-    :data:`ANCHOR_THINK_S`, -1 for the others; empty when none (or no ``pairAt``)."""
+    the application's ``anchor_think`` (:data:`ANCHOR_THINK_S` unless the spec says
+    otherwise), -1 for the others; empty when none (or no ``pairAt``)."""
     if not app.pair_at.size or b - a < 2:
         return ()
-    after_pause = np.r_[False, app.pair_think[a:b - 1] >= ANCHOR_THINK_S]
+    after_pause = np.r_[False, app.pair_think[a:b - 1] >= app.anchor_think]
     at = np.where(after_pause & (app.pair_at[a:b] >= 0), app.pair_at[a:b], -1.0)
     return tuple(round(float(x), 9) for x in at) if (at >= 0).any() else ()
 

@@ -362,6 +362,12 @@ class SwingSpec(KindSpec):
         "session waits what its server waited in the trace, where that was measured (the "
         "model's pairWait; docs/fidelity.md, \"A pair's own wait\"); drawn: every wait drawn "
         "afresh from the application's rspWait (as before 2026-12-01)")
+    anchor_think_s: float = Field(
+        0.5, ge=0, description="with rre_draw: session, a request that followed a pause of at "
+        "least this many seconds in the trace leaves at its time there (from its connection's "
+        "start), once its previous response is in; the others leave after their response and "
+        "think time. 0 anchors every request but a connection's first (docs/fidelity.md, "
+        "\"Anchored requests\")")
     server_match: Literal["delay", "none"] = Field(
         "delay", description="delay: an observed server's RREs go to emulated servers whose "
         "access link's one-way delay is nearest that server's own in the trace "
@@ -383,7 +389,8 @@ class SwingSpec(KindSpec):
 def spec_samples(spec: SwingSpec, model: Any, source: str) -> tuple[list[Any], float]:
     """The model's samples as ``spec`` draws them: without the servers' waits when its
     ``server_wait`` is false, without the pairs' own ones when its ``pair_wait`` is
-    ``drawn`` (``app_samples``: the samples and the rate scale)."""
+    ``drawn``, with its ``anchor_think_s`` (``app_samples``: the samples and the rate
+    scale)."""
     from swell.generators.schedule import app_samples
 
     apps, scale = app_samples(model, source)
@@ -391,7 +398,7 @@ def spec_samples(spec: SwingSpec, model: Any, source: str) -> tuple[list[Any], f
         apps = [replace(a, rsp_wait=np.zeros(0)) for a in apps]
     if not spec.server_wait or spec.pair_wait == "drawn":
         apps = [replace(a, pair_wait=np.zeros(0)) for a in apps]
-    return apps, scale
+    return [replace(a, anchor_think=spec.anchor_think_s) for a in apps], scale
 
 
 def observed_server_delays(model: Any) -> np.ndarray | None:

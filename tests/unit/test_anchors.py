@@ -120,6 +120,38 @@ def test_whole_sessions_anchor_the_requests_after_long_pauses(
                                                       **kw).conns())
 
 
+def test_anchor_think_zero_anchors_every_later_request(example_model: Path) -> None:
+    """The spec's ``anchor_think_s: 0``: every request but a connection's first leaves at
+    its trace time (where the trace has one); the same sessions, only more anchors."""
+    from swell.generators.swing import SwingSpec, spec_samples
+
+    m = load_model(example_model)
+    src = str(example_model)
+    apps, scale = spec_samples(SwingSpec(model=src, rre_draw="session"), m, src)
+    assert {a.anchor_think for a in apps} == {ANCHOR_THINK_S}
+    every, _ = spec_samples(SwingSpec(model=src, rre_draw="session", anchor_think_s=0), m, src)
+    assert {a.anchor_think for a in every} == {0.0}
+    kw = {"scale": scale, "rre_draw": "session", "start": "empty"}
+    base = build_schedule(apps, CLIENTS, SERVERS, 60.0, 1, **kw)
+    all_at = build_schedule(every, CLIENTS, SERVERS, 60.0, 1, **kw)
+    assert [dataclasses.replace(c, at=()) for *_, c in base.conns()] == [
+        dataclasses.replace(c, at=()) for *_, c in all_at.conns()]
+    n_base = n_all = 0
+    for (*_, c), (*_, d) in zip(base.conns(), all_at.conns(), strict=True):
+        app = next(a for a in every if a.name == d.app)
+        if len(d.pairs) < 2 or not app.pair_at.size:
+            continue
+        assert d.at and d.at[0] < 0
+        # wherever the default anchors, zero anchors at the same time
+        assert all(x < 0 or y == x for x, y in zip(c.at or [-1.0] * len(d.at), d.at,
+                                                    strict=True))
+        n_base += sum(x >= 0 for x in c.at)
+        n_all += sum(x >= 0 for x in d.at)
+    assert n_all > 3 * n_base > 0
+    with pytest.raises(ValueError, match="anchor_think_s"):
+        SwingSpec(model=src, anchor_think_s=-1)
+
+
 def test_anchors_in_the_file_and_bad_ones(example_model: Path, tmp_path: Path) -> None:
     apps, scale = load_app_samples(example_model)
     sched = build_schedule(apps, CLIENTS, SERVERS, 30.0, 2, scale=scale, rre_draw="session")
