@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/c2s_energy_split.py --original TRACE \\
         --run WORK_DIR:WARMUP_S:RUN_S [--run ...] [--direction c2s] [--at clients]
-        [--json OUT]
+        [--gaps] [--json OUT]
 
 Issue 19 (docs/scale.md, section 7): after swell-gen's receivers moved to
 delayed ACKs, web-lan's client -> server energy of the mean over seeds got
@@ -23,6 +23,11 @@ the log2 energy (``analysis.energy.energy_plot``, db3, 1 ms bins, as
   (each class's rate, packets a second and mean IP bytes per packet are printed:
   a client that sends a request as a stream of small packets and one that writes
   it whole carry the same bytes in different packets);
+
+with ``--gaps``, per class also the gaps within a flow (same addresses, ports and
+protocol, this direction) longer than 1 ms at p10/25/50/75/90: a client's rhythm
+(the trace's HTTPS clients sent every ~30 ms; swell-gen's after each response and
+its think time);
 
 and the generated minus original difference of each against the original's
 first-half / second-half floor of ``all``; then the same difference with
@@ -69,6 +74,7 @@ BIN_S = 0.001
 SYN, FIN, RST = 2, 1, 4
 CLASSES = ("all", "data", "ack", "ctl", "no-ack", "http", "dns", "other", "other-tcp",
            "other-udp")
+GAPS = False  # --gaps
 
 
 def load(*paths: Path) -> dict[str, np.ndarray]:
@@ -147,6 +153,29 @@ def client_start_ns(work: Path, fwd: dict[str, np.ndarray]) -> int:
     return int(fwd["ts_ns"][np.flatnonzero(m)[0]]) - int(round(best["start"] * 1e9))
 
 
+GAP_MIN_NS = 1_000_000  # gaps within a flow shorter than this are a burst's own
+GAP_QS = (10, 25, 50, 75, 90)
+
+
+def flow_gaps(p: dict[str, np.ndarray], m: np.ndarray) -> list[float]:
+    """Percentiles (``GAP_QS``, ms) of the gaps longer than ``GAP_MIN_NS`` between a
+    flow's consecutive packets among ``m`` (NaN without any)."""
+    keys = [p[k][m].astype(np.int64) for k in ("saddr_hi", "saddr_lo", "daddr_hi",
+                                                 "daddr_lo", "sport", "dport", "proto")]
+    ts = p["ts_ns"][m].astype(np.int64)
+    if ts.size < 2:
+        return [float("nan")] * len(GAP_QS)
+    order = np.lexsort((ts, *keys))
+    same = np.ones(ts.size - 1, bool)
+    for k in keys:
+        same &= k[order][1:] == k[order][:-1]
+    gaps = np.diff(ts[order])[same]
+    gaps = gaps[gaps > GAP_MIN_NS]
+    if not gaps.size:
+        return [float("nan")] * len(GAP_QS)
+    return (np.percentile(gaps, GAP_QS) / 1e6).round(2).tolist()
+
+
 def energies(p: dict[str, np.ndarray], mask: np.ndarray, start: int, end: int
              ) -> dict[str, dict[str, Any]]:
     cls = classes(p)
@@ -162,7 +191,8 @@ def energies(p: dict[str, np.ndarray], mask: np.ndarray, start: int, end: int
                                                        / 1e6),
                      "packets": int(m.sum()),
                      "pps": float(m.sum() / max((end - start) * 1e-9, 1e-9)),
-                     "mean_ip_bytes": float(p["wirelen"][m].mean()) if m.any() else 0.0}
+                     "mean_ip_bytes": float(p["wirelen"][m].mean()) if m.any() else 0.0,
+                     "gaps_ms": flow_gaps(p, m) if GAPS else None}
         if name == "all":
             out[name]["floor"] = halves_floor(s.bytes, BIN_S, 3, 8)
     return out
@@ -181,8 +211,12 @@ def main() -> int:
                     help="the original's UDP clients: the first sender unless ports say "
                          "otherwise (as the extractor and bench/fidelity.py decide; "
                          "default) or the higher port (the judge before 2026-12-01)")
+    ap.add_argument("--gaps", action="store_true",
+                    help="per class, the gaps within a flow longer than 1 ms (percentiles)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
+    global GAPS
+    GAPS = a.gaps
 
     orig = load(a.original)
     d = syn_directions(as_packets(orig), udp=a.udp_client)[a.direction]
@@ -211,6 +245,13 @@ def main() -> int:
               f"{np.mean([r[n]['mbps'] for r in rs]):7.3f} "
               f"{np.mean([r[n]['pps'] for r in rs]):8.1f} "
               f"{np.mean([r[n]['mean_ip_bytes'] for r in rs]):6.0f}")
+    if GAPS:
+        print("per class: gaps within a flow > 1 ms, p" + "/".join(map(str, GAP_QS))
+              + " (ms): original | each run")
+        for n in CLASSES:
+            print(f"  {n:>9}  " + " | ".join(
+                "/".join(f"{g:.1f}" for g in r[n]["gaps_ms"])
+                for r in [res["original"], *res["runs"].values()]))
     gen = {n: np.mean([np.array(r[n]["y"])[:len(ys[n])] for r in res["runs"].values()], axis=0)
            for n in CLASSES}
     res["mean_of_runs_y"] = {n: v.tolist() for n, v in gen.items()}
