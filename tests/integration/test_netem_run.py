@@ -17,7 +17,9 @@ Matplotlib import and plots took 60 of this study's 150-170 s (2026-11-29).
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -58,13 +60,19 @@ def test_swing_and_httperf_on_netem(tmp_path: Path, monkeypatch):
     assert run["engine"] == "netem"
     # The only problems allowed are the runner's load notes: a responsive background
     # sharing a saturated bottleneck with back-to-back downloads delivers less than
-    # asked (its drops are named at the bottleneck's qdiscs), and a 6 s run cuts the
-    # connections still open at its end. Nothing else: no failed connection, no engine,
-    # capture or tool problem.
+    # asked (its drops are named at the bottleneck's qdiscs), a 6 s run cuts the
+    # connections still open at its end, and a UDP exchange whose datagram the full
+    # queue dropped times out (UDP does not retransmit; CI's guest lost one of 626 on
+    # 2026-12-01). Nothing else: no TCP failure, no engine, capture or tool problem.
     problems = run.get("problems", [])
     print("problems:", problems)
-    assert all(p.startswith("background") and ("delivered" in p or "cut at the end and 0 failed"
-                                               in p) for p in problems), problems
+    for p in problems:
+        assert p.startswith("background") and ("delivered" in p or "cut at the end" in p), p
+        failed = re.search(r"and (\d+) failed of", p)
+        if failed and int(failed.group(1)):
+            assert "drops at" in p, p
+            (errors,) = re.findall(r"connections failed \((\{[^}]*\})\)", p)
+            assert set(ast.literal_eval(errors)) == {"udp-timeout"}, p
     fg = run["foreground"]
     rts = np.asarray(fg["response_times_s"])
     print("downloads started at (s into the window):", fg.get("starts_s"))
