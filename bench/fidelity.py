@@ -100,6 +100,7 @@ from swell.analysis.timeseries import directions_by_rule, load_packets  # noqa: 
 from swell.experiments.tcpsettings import CONGESTION_CONTROLS  # noqa: E402
 from swell.extract.network import AT_CLIENTS_S  # noqa: E402
 from swell.fsutil import write_json  # noqa: E402
+from swell.generators.samples import ANCHOR_THINK_S as DEFAULT_ANCHOR_THINK_S  # noqa: E402
 from swell.generators.schedule import read_schedule  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -206,7 +207,7 @@ SERVER_WAIT = True  # --no-server-wait: responses leave at once (before 2026-11-
 SERVER_MATCH = "delay"  # --server-match none: hosts in any order (before 2026-11-30 evening)
 PAIR_WAIT = "own"  # --pair-wait drawn: whole sessions' waits drawn afresh (before 2026-12-01)
 CLIENT_MATCH = "link"  # --client-match none: whole sessions on the least loaded client host
-ANCHOR_THINK_S = 0.5  # --anchor-think: whole sessions' requests after this pause anchored
+ANCHOR_THINK_S = DEFAULT_ANCHOR_THINK_S  # --anchor-think: requests after this pause anchored
 MONITOR = "auto"  # --monitor: where the generated traffic is judged (monitor_of)
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
@@ -578,10 +579,12 @@ def main() -> int:
                     help="own: a whole session's pairs wait what their servers waited in the "
                     "trace, where measured (swell run's default); drawn: every wait drawn "
                     "afresh (before 2026-12-01)")
-    ap.add_argument("--anchor-think", type=float, default=0.5, metavar="S",
+    ap.add_argument("--anchor-think", type=float, default=DEFAULT_ANCHOR_THINK_S,
+                    metavar="S",
                     help="a whole session's request after a pause of at least S seconds in "
                     "the trace leaves at its time there (swell run's anchor_think_s, "
-                    "default 0.5; 0 anchors every request but a connection's first)")
+                    f"default {DEFAULT_ANCHOR_THINK_S:g}; 0 anchors every request but a "
+                    "connection's first)")
     ap.add_argument("--client-match", choices=("link", "none"), default="link",
                     help="link: a whole session (--rre-draw session) goes to a client host "
                     "whose link is nearest its own client's (swell run's default); none: to "

@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 
 from swell.analysis.fidelity import FidelityResult
+from swell.generators.samples import ANCHOR_THINK_S
 
 
 def seeds_summary(results: list[FidelityResult], settings: dict[str, Any]) -> dict[str, Any]:
     """Per direction: throughput of each seed and their mean against the original; the
     energy per octave of each seed and of their mean against the original's floor.
     ``settings``: the bench's draw settings (calibrated, rre_draw, start, server_wait,
-    server_match, client_match, pair_wait), recorded as they are."""
+    server_match, client_match, pair_wait, anchor_think_s), recorded as they are."""
     m = results[0].meta
     out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results], **settings,
                            "server_delay_ms": m.get("server_delay_ms"),
@@ -86,7 +87,7 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
                 and summary.get("server_wait") and summary.get("pair_wait") == "own" else "")
              + (f", requests after {summary['anchor_think_s']:g} s pauses anchored"
                 if summary.get("rre_draw") == "session"
-                and summary.get("anchor_think_s", 0.5) != 0.5 else "")
+                and summary.get("anchor_think_s", ANCHOR_THINK_S) != ANCHOR_THINK_S else "")
              + (", whole sessions behind their clients' links"
                 if summary.get("rre_draw") == "session" and summary.get("client_match") == "link"
                 else "")

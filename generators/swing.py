@@ -57,6 +57,7 @@ from swell.generators.kind import (
     Window,
 )
 from swell.generators.models import VariantSpec, apply_variant, base_model
+from swell.generators.samples import ANCHOR_THINK_S
 from swell.generators.schedule import Schedule, Session, read_schedule, write_schedule
 from swell.generators.swing_accounting import load_records as load_records  # re-exported
 from swell.generators.swing_accounting import (
@@ -363,11 +364,11 @@ class SwingSpec(KindSpec):
         "model's pairWait; docs/fidelity.md, \"A pair's own wait\"); drawn: every wait drawn "
         "afresh from the application's rspWait (as before 2026-12-01)")
     anchor_think_s: float = Field(
-        0.5, ge=0, description="with rre_draw: session, a request that followed a pause of at "
-        "least this many seconds in the trace leaves at its time there (from its connection's "
-        "start), once its previous response is in; the others leave after their response and "
-        "think time. 0 anchors every request but a connection's first (docs/fidelity.md, "
-        "\"Anchored requests\")")
+        ANCHOR_THINK_S, ge=0, description="with rre_draw: session, a request that followed a "
+        "pause of at least this many seconds in the trace leaves at its time there (from its "
+        "connection's start), once its previous response is in; the others leave after "
+        "their response and think time. 0 anchors every request but a connection's first "
+        "(docs/fidelity.md, \"Anchored requests\")")
     server_match: Literal["delay", "none"] = Field(
         "delay", description="delay: an observed server's RREs go to emulated servers whose "
         "access link's one-way delay is nearest that server's own in the trace "
