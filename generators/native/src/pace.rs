@@ -225,10 +225,12 @@ struct Log {
 }
 
 impl Log {
-    fn add(&mut self, msg: &[u8], rx: u64) {
+    /// Log one message; its departure time.
+    fn add(&mut self, msg: &[u8], rx: u64) -> u64 {
         let seq = u64::from_be_bytes(msg[0..8].try_into().unwrap());
         let tx = u64::from_be_bytes(msg[8..16].try_into().unwrap());
         self.rows.push([seq, tx, rx, msg.len() as u64]);
+        tx
     }
     fn write(&self, path: &str) -> Result<(), String> {
         let mut out = Vec::with_capacity(self.rows.len() * 32);
@@ -265,8 +267,10 @@ pub fn recv(args: &Args) -> Result<(), String> {
     let end = mono_ns() + (duration * 1e9) as u64;
     let tick = Some(Duration::from_millis(50));
     let mut last = 0u64;
+    // after a stop, what is still in flight is logged before exit (Drain)
+    let drain = Drain::new();
     let done = |last: u64| {
-        stopped() || mono_ns() > end || (idle > 0 && last > 0 && mono_ns() > last + idle)
+        drain.done(last) || mono_ns() > end || (idle > 0 && last > 0 && mono_ns() > last + idle)
     };
     if proto == "udp" {
         let s = new_socket(&addr, Some(addr), true).map_err(|e| format!("bind {addr}: {e}"))?;
@@ -285,7 +289,7 @@ pub fn recv(args: &Args) -> Result<(), String> {
                 Ok(n) => {
                     last = mono_ns();
                     if n >= 16 {
-                        log.add(&buf[..n], last);
+                        drain.saw(log.add(&buf[..n], last), last);
                     }
                     since += 1;
                     if since >= 4096 && done(last) {
@@ -325,7 +329,7 @@ pub fn recv(args: &Args) -> Result<(), String> {
                     got += n;
                     last = mono_ns();
                     if got == size {
-                        log.add(&msg, last);
+                        drain.saw(log.add(&msg, last), last);
                         got = 0;
                     }
                 }

@@ -188,24 +188,29 @@ fn write_rows(rows: &Rows, path: &str) -> Result<(), String> {
     std::fs::write(path, out).map_err(|e| format!("{path}: {e}"))
 }
 
-/// One TCP connection: framed messages (length at byte 16) until EOF or stop.
-fn serve_conn(mut s: TcpStream, rows: Rows, end: u64) {
+/// One TCP connection: framed messages (length at byte 16) until EOF, or
+/// until the stop has drained (see [`Drain`]).
+fn serve_conn(mut s: TcpStream, rows: Rows, drain: Arc<Drain>, end: u64) {
     let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
     let mut buf = vec![0u8; 65536];
     let mut got = 0usize;
-    while !stopped() && mono_ns() < end {
+    let mut last = 0u64;
+    while mono_ns() < end && !drain.done(last) {
         match s.read(&mut buf[got..]) {
             Ok(0) => break,
             Ok(n) => {
                 got += n;
                 let rx = mono_ns();
+                last = rx;
                 let mut off = 0usize;
                 while got - off >= 20 {
                     let len = u32_at(&buf, off + 16) as usize;
                     if len < 20 || got - off < len {
                         break;
                     }
-                    rows.lock().unwrap().push(row(&buf[off..off + len], rx));
+                    let r = row(&buf[off..off + len], rx);
+                    drain.saw(r[1], r[2]);
+                    rows.lock().unwrap().push(r);
                     off += len;
                 }
                 buf.copy_within(off..got, 0);
@@ -223,6 +228,7 @@ pub fn precv(args: &Args) -> Result<(), String> {
     let path = args.req("log")?;
     let end = mono_ns() + (args.num::<f64>("duration", 3600.0)? * 1e9) as u64;
     let rows: Rows = Arc::new(Mutex::new(Vec::new()));
+    let drain = Arc::new(Drain::new());
     let tick = Some(Duration::from_millis(50));
     if proto == "udp" {
         let s = new_socket(&addr, Some(addr), true).map_err(|e| format!("bind {addr}: {e}"))?;
@@ -233,13 +239,21 @@ pub fn precv(args: &Args) -> Result<(), String> {
         println!("READY");
         let _ = std::io::stdout().flush();
         let mut buf = vec![0u8; 65536];
-        // queued datagrams are logged before a stop is honoured (checked when idle)
+        // after a stop, what is still in flight is logged before exit (Drain)
+        let mut last = 0u64;
         loop {
             match u.recv(&mut buf) {
-                Ok(n) if n >= 16 => rows.lock().unwrap().push(row(&buf[..n], mono_ns())),
+                Ok(n) if n >= 16 => {
+                    let r = row(&buf[..n], mono_ns());
+                    drain.saw(r[1], r[2]);
+                    last = r[2];
+                    rows.lock().unwrap().push(r);
+                }
                 Ok(_) => {}
-                Err(_) if stopped() || mono_ns() > end => break,
                 Err(_) => {}
+            }
+            if drain.done(last) || mono_ns() > end {
+                break;
             }
         }
     } else if proto == "tcp" {
@@ -253,8 +267,8 @@ pub fn precv(args: &Args) -> Result<(), String> {
             match l.accept() {
                 Ok((st, _)) => {
                     let _ = st.set_nonblocking(false);
-                    let r = rows.clone();
-                    threads.push(std::thread::spawn(move || serve_conn(st, r, end)));
+                    let (r, d) = (rows.clone(), drain.clone());
+                    threads.push(std::thread::spawn(move || serve_conn(st, r, d, end)));
                 }
                 Err(_) => sleep_until_ns(mono_ns() + 5_000_000),
             }

@@ -3,7 +3,7 @@
 //! wire constants both roles agree on.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -24,8 +24,12 @@ pub const UDP_MAX_V6: usize = 1452;
 pub const ZEROS: [u8; 65536] = [0u8; 65536];
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// CLOCK_MONOTONIC ns of the first stop signal (0: none yet).
+static STOP_AT: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn on_signal(_sig: libc::c_int) {
+    // clock_gettime is async-signal-safe
+    let _ = STOP_AT.compare_exchange(0, mono_ns(), Ordering::SeqCst, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
 }
 
@@ -71,6 +75,66 @@ pub fn raise_nofile() {
 
 pub fn stopped() -> bool {
     STOP.load(Ordering::Relaxed)
+}
+
+/// The quiet period a stopped receiver waits for, at least and at most.
+pub const DRAIN_MIN_NS: u64 = 100_000_000;
+pub const DRAIN_MAX_NS: u64 = 2_500_000_000;
+/// A stopped receiver exits this long after the stop, whatever keeps arriving
+/// (under the 5 s its parent allows before SIGKILL, which would lose the log).
+pub const DRAIN_CAP_NS: u64 = 4_000_000_000;
+/// One-way delays at least this long are not believed (clocks of two hosts).
+const DELAY_PLAUSIBLE_NS: u64 = 5_000_000_000;
+
+/// When a receiver told to stop may exit: once the path has had time to
+/// deliver what was still in flight. The senders are stopped first, so what
+/// is still to come left them before the stop and arrives within the path's
+/// one-way delay: the receiver waits until nothing has arrived for 1.5 times
+/// the largest delay it measured (sender and receiver share CLOCK_MONOTONIC;
+/// delays that are not plausible, from another host's clock, are ignored)
+/// plus 50 ms, within [`DRAIN_MIN_NS`, `DRAIN_MAX_NS`]; never longer than
+/// [`DRAIN_CAP_NS`] after the stop, whatever keeps arriving. A stop signal
+/// interrupts a receive that has a timeout (EINTR even with SA_RESTART), so
+/// the stop flag alone would drop the datagrams still on the wire. Shared by
+/// threads (atomics).
+pub struct Drain {
+    max_delay: AtomicU64,
+}
+
+impl Drain {
+    pub fn new() -> Self {
+        Drain {
+            max_delay: AtomicU64::new(0),
+        }
+    }
+
+    /// A message sent at `tx` arrived at `rx` (both CLOCK_MONOTONIC ns).
+    pub fn saw(&self, tx: u64, rx: u64) {
+        if rx > tx && rx - tx < DELAY_PLAUSIBLE_NS {
+            self.max_delay.fetch_max(rx - tx, Ordering::Relaxed);
+        }
+    }
+
+    pub fn quiet_ns(&self) -> u64 {
+        let d = self.max_delay.load(Ordering::Relaxed);
+        (d + d / 2 + 50_000_000).clamp(DRAIN_MIN_NS, DRAIN_MAX_NS)
+    }
+
+    /// Stopped, and nothing arrived (last at `last_rx`) for the quiet period.
+    pub fn done(&self, last_rx: u64) -> bool {
+        let at = STOP_AT.load(Ordering::Relaxed);
+        if at == 0 {
+            return false;
+        }
+        let now = mono_ns();
+        now >= at.max(last_rx) + self.quiet_ns() || now >= at + DRAIN_CAP_NS
+    }
+}
+
+impl Default for Drain {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (shared by every network namespace).
