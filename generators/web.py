@@ -51,7 +51,7 @@ from swell.generators.base import Generator, GenResult, Place, require
 from swell.generators.kind import KindResult, KindSpec, RunContext, Tool, TrafficKind, Window
 from swell.inet import hostport, is_v6
 from swell.placement import Endpoint
-from swell.signals import wait_catching
+from swell.signals import HANDLER_WAIT_S, wait_catching
 from swell.tcpdump import Tcpdump, tcpdump_argv
 
 APACHE_BIN = "/usr/sbin/apache2"
@@ -59,7 +59,6 @@ APACHE = Tool(APACHE_BIN, "apache2")
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 RECV_BUFFER = 4 << 20
 SEND_BUFFER = 64 << 10
-HANDLER_WAIT_S = 10.0  # at most, for the client tool's SIGINT handler (swell.signals)
 
 
 # Processes run through a ``Place`` from :mod:`swell.generators.base` (``Local``, ``Netns`` or

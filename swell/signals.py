@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 POLL_S = 0.005
+# at most, for a tool's SIGINT handler before it is sent SIGINT anyway
+HANDLER_WAIT_S = 10.0
 
 
 def catches(pid: int, signum: int) -> bool | None:

@@ -24,8 +24,8 @@ this command as an asynchronous task, servers' machines first. It:
    the foreground's server and capture 0.5 s later, the background's servers
    1.5 s later, as the local session stops the foreground first and servers
    last), each with its stop signal (SIGINT for ``httperf``, ``ab``
-   and ``tcpdump``, which print their counters on it; SIGTERM otherwise),
-   then SIGKILL after a grace period;
+   and ``tcpdump``, which print their counters on it, sent once the tool's
+   handler is in place; SIGTERM otherwise), then SIGKILL after a grace period;
 7. writes every job's output (``STATE/jobs/<id>.out``, ``<id>.err``) and
    ``STATE/jobs/status.json`` (start time, per job: exit status, when it
    started and stopped, how late), which ``collect`` brings back.
@@ -48,6 +48,7 @@ from typing import Any
 
 from swell.errors import SwellError
 from swell.fsutil import write_json
+from swell.signals import HANDLER_WAIT_S, wait_catching
 
 SERVER_STEPS = ("bg_server", "fg_server")
 READY_STEPS = ("bg_ready", "fg_ready")
@@ -146,10 +147,16 @@ class Runner:
             time.sleep(0.2)
 
     def stop(self, jobs: list[dict[str, Any]]) -> None:
-        """Signal every running job of ``jobs`` (newest first), then SIGKILL after grace."""
+        """Signal every running job of ``jobs`` (newest first), then SIGKILL after grace.
+        A job stopped by SIGINT (a tool that prints its counters on it) gets it once its
+        handler is in place (at most :data:`HANDLER_WAIT_S` later): before that, SIGINT
+        kills it with nothing printed (``swell.signals``). Not when this command itself
+        was told to stop: then at once."""
         live = [j for j in reversed(jobs) if j["id"] in self.procs
                 and self.procs[j["id"]].poll() is None]
         for job in live:
+            if job["stop_signal"] == "SIGINT" and not self.stop_requested:
+                wait_catching(self.procs[job["id"]], signal.SIGINT, HANDLER_WAIT_S)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.procs[job["id"]].pid, getattr(signal, job["stop_signal"]))
             self.status["jobs"][str(job["id"])]["signalled"] = time.time()

@@ -62,3 +62,35 @@ def test_httperf_stopped_at_once_still_prints_its_statistics() -> None:
         tool.start(Local())
         summary = tool.stop()
         assert summary.connections >= 0 and summary.replies == 0
+
+
+def _testbed_runner(tmp_path, stop_signal: str):
+    import json
+
+    from swell.topologies.testbed_exec import Runner
+
+    job = {"id": 0, "step": "fg_client", "kind": "process", "label": "catcher",
+           "argv": ["perl", "-e", CATCHER], "stderr": "stdout", "stop_signal": stop_signal}
+    (tmp_path / "jobs.json").write_text(json.dumps(
+        {"machine": "m0", "jobs": [job], "warmup_s": 0, "total_s": 1}))
+    return Runner(tmp_path), job
+
+
+def test_testbed_job_stopped_at_once_gets_sigint_after_its_handler(tmp_path) -> None:
+    # The testbed executor stops httperf, ab and tcpdump by SIGINT at the window's end;
+    # one started late (a slow machine) got it before its handler and died (-2)
+    runner, job = _testbed_runner(tmp_path, "SIGINT")
+    runner.start(job)
+    runner.stop([job])
+    assert runner.procs[0].returncode == 7  # its handler ran
+    assert (tmp_path / "jobs" / "0.out").read_text().strip() == "armed"
+    assert not runner.status["jobs"]["0"].get("killed")
+
+
+def test_testbed_executor_told_to_stop_signals_at_once(tmp_path) -> None:
+    runner, job = _testbed_runner(tmp_path, "SIGINT")
+    runner.start(job)
+    runner.stop_requested = True
+    t0 = time.monotonic()
+    runner.stop([job])
+    assert time.monotonic() - t0 < 0.25 and runner.procs[0].returncode == -signal.SIGINT
