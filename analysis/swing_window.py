@@ -114,20 +114,27 @@ def pair_times(conn: Any, start: float, path: PathEstimate) -> tuple[list[PairTi
     """Each pair's estimated times if the connection opens at ``start`` (a TCP handshake
     first), and when the connection ends (half a round trip to close). An anchored
     request (the connection's ``at``) starts at its time from ``start``, or when the
-    previous response ends if that is later, as ``swell-gen`` sends it."""
+    previous response ends if that is later, as ``swell-gen`` sends it; an early one (the
+    connection's ``early``) does not wait for the previous response: at its time, or once
+    the previous request is out. A server answers in order, so a response starts after
+    its request, its wait and the previous response."""
     e = start + (path.rtt_s if conn.proto == "tcp" else 0.0)
     out = []
     waits = getattr(conn, "pair_waits", None) or (0.0,) * len(conn.pairs)
     anchor_of = getattr(conn, "anchor", lambda i: None)
+    early = tuple(getattr(conn, "early", ()))
     spans = [t for _, t in getattr(conn, "pace", ())] or [0.0] * len(conn.pairs)
+    r = e
     for i, ((req, rsp, think), wait) in enumerate(zip(conn.pairs, waits, strict=True)):
         q = e + max(transfer_s(round(req * path.req_weight), path), spans[i])
-        r = q + wait + transfer_s(rsp, path)
+        rs = max(q + wait, r)
+        r = rs + transfer_s(rsp, path)
         anchor = anchor_of(i + 1)
-        end = r + think if anchor is None else max(start + anchor, r)
-        out.append(PairTimes(e, q, q + wait, r, end))
+        after, pause = (q, 0.0) if i + 1 < len(early) and early[i + 1] else (r, think)
+        end = after + pause if anchor is None else max(start + anchor, after)
+        out.append(PairTimes(e, q, rs, r, end))
         e = end
-    return out, e + path.rtt_s / 2
+    return out, max(e, r) + path.rtt_s / 2
 
 
 def rre_times(session: _Session, t0: float, path: PathEstimate

@@ -208,6 +208,7 @@ SERVER_MATCH = "delay"  # --server-match none: hosts in any order (before 2026-1
 PAIR_WAIT = "own"  # --pair-wait drawn: whole sessions' waits drawn afresh (before 2026-12-01)
 CLIENT_MATCH = "link"  # --client-match none: whole sessions on the least loaded client host
 ANCHOR_THINK_S = DEFAULT_ANCHOR_THINK_S  # --anchor-think: requests after this pause anchored
+EARLY = False  # --early: requests whose trace responses were not replies do not wait
 MONITOR = "auto"  # --monitor: where the generated traffic is judged (monitor_of)
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
@@ -252,7 +253,8 @@ def swing_background(model_dir: Path, out: Path, seed: int = SEED) -> Any:
     options: dict[str, Any] = {"kind": "swing", "model": str(model_dir), "rre_draw": RRE_DRAW,
                                "start": START, "server_wait": SERVER_WAIT,
                                "server_match": SERVER_MATCH, "client_match": CLIENT_MATCH,
-                               "pair_wait": PAIR_WAIT, "anchor_think_s": ANCHOR_THINK_S}
+                               "pair_wait": PAIR_WAIT, "anchor_think_s": ANCHOR_THINK_S,
+                               "early_requests": EARLY}
     if CALIBRATE:
         options["variant"] = {"target_mbps": load_model(model_dir).mean_rate_bps() / 1e6}
     kind = registry.make("background",
@@ -585,6 +587,10 @@ def main() -> int:
                     "the trace leaves at its time there (swell run's anchor_think_s, "
                     f"default {DEFAULT_ANCHOR_THINK_S:g}; 0 anchors every request but a "
                     "connection's first)")
+    ap.add_argument("--early", action="store_true",
+                    help="a whole session's TCP request whose trace response was not a reply "
+                    "(the model's pairEarly) leaves at its time without waiting for the "
+                    "responses outstanding (swell run's early_requests)")
     ap.add_argument("--client-match", choices=("link", "none"), default="link",
                     help="link: a whole session (--rre-draw session) goes to a client host "
                     "whose link is nearest its own client's (swell run's default); none: to "
@@ -616,7 +622,7 @@ def main() -> int:
 
     unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
-    global SERVER_MATCH, CLIENT_MATCH, PAIR_WAIT, CLIENT_RATE_MBPS, MONITOR, ANCHOR_THINK_S
+    global SERVER_MATCH, CLIENT_MATCH, PAIR_WAIT, CLIENT_RATE_MBPS, MONITOR, ANCHOR_THINK_S, EARLY
     MONITOR = args.monitor
     CALIBRATE = args.calibrate
     START = args.start
@@ -625,6 +631,7 @@ def main() -> int:
     CLIENT_MATCH = args.client_match
     PAIR_WAIT = args.pair_wait
     ANCHOR_THINK_S = args.anchor_think
+    EARLY = args.early
     if ANCHOR_THINK_S < 0:
         print("fidelity: --anchor-think must be 0 or more", file=sys.stderr)
         return 2
@@ -692,7 +699,7 @@ def main() -> int:
                 "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
                 "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH,
                 "client_match": CLIENT_MATCH, "pair_wait": PAIR_WAIT,
-                "anchor_think_s": ANCHOR_THINK_S})
+                "anchor_think_s": ANCHOR_THINK_S, "early_requests": EARLY})
             summary["jobs"] = args.jobs
             write_json(args.out / name / "seeds.json", summary)
             text = seeds_table(name, summary)

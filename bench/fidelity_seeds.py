@@ -23,7 +23,7 @@ def seeds_summary(results: list[FidelityResult], settings: dict[str, Any]) -> di
     """Per direction: throughput of each seed and their mean against the original; the
     energy per octave of each seed and of their mean against the original's floor.
     ``settings``: the bench's draw settings (calibrated, rre_draw, start, server_wait,
-    server_match, client_match, pair_wait, anchor_think_s), recorded as they are."""
+    server_match, client_match, pair_wait, anchor_think_s, early_requests), recorded as they are."""
     m = results[0].meta
     out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results], **settings,
                            "server_delay_ms": m.get("server_delay_ms"),
@@ -88,6 +88,9 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
              + (f", requests after {summary['anchor_think_s']:g} s pauses anchored"
                 if summary.get("rre_draw") == "session"
                 and summary.get("anchor_think_s", ANCHOR_THINK_S) != ANCHOR_THINK_S else "")
+             + (", early requests where the trace's responses were not replies"
+                if summary.get("rre_draw") == "session" and summary.get("early_requests")
+                else "")
              + (", whole sessions behind their clients' links"
                 if summary.get("rre_draw") == "session" and summary.get("client_match") == "link"
                 else "")

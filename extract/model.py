@@ -40,6 +40,7 @@ from swell.extract.sessions import (
     ANCHOR_PARAMS,
     APP_PARAMS,
     CLIENT_PARAMS,
+    EARLY_PARAMS,
     JOINT_PARAMS,
     PACE_PARAMS,
     PAIR_WAIT_PARAMS,
@@ -67,6 +68,7 @@ INT_PARAMS = (
     "pairRsp",
     "sessClient",
     "pairReqPkts",
+    "pairEarly",
 )
 RRE_DRAW_TEXT = {  # what SwingModel.rre_draw() means, for `swell model show`
     "joint": (
@@ -110,6 +112,8 @@ PARAM_UNITS = {
     "pairReqPkts": "packets of the pair's request (its bytes over its connection's mean "
                    "client->server payload, >= 1; 0: no request), per pair as pairReq",
     "pairReqSpan": "s from the pair's request's first packet to its last, per pair as pairReq",
+    "pairEarly": "1 where the pair's response left its server before its request could have "
+                 "arrived (not a reply: the request does not wait for it), per pair as pairReq",
     "sessClient": "client host index (into net/client/hosts order) per session of sessRres",
     "delay_s": "one-way access delay, s",
     "capacity_bps": "access capacity, bit/s",
@@ -259,7 +263,7 @@ def fit_model(
     server_ids = net.sides["server"]["hosts"]
     for app, vals in params.items():
         for name in (APP_PARAMS + JOINT_PARAMS + SESSION_PARAMS + WAIT_PARAMS + ANCHOR_PARAMS
-                     + PAIR_WAIT_PARAMS + CLIENT_PARAMS + PACE_PARAMS):
+                     + PAIR_WAIT_PARAMS + CLIENT_PARAMS + PACE_PARAMS + EARLY_PARAMS):
             if name not in vals:
                 continue
             v = vals[name]
@@ -407,7 +411,7 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
     keys = [f"app/{app}/{p}" for p in SESSION_PARAMS]
     present = [k in arrays for k in keys]
     if not any(present):
-        for p in ANCHOR_PARAMS + PAIR_WAIT_PARAMS + CLIENT_PARAMS + PACE_PARAMS:
+        for p in ANCHOR_PARAMS + PAIR_WAIT_PARAMS + CLIENT_PARAMS + PACE_PARAMS + EARLY_PARAMS:
             if f"app/{app}/{p}" in arrays:
                 raise SwellError(where, f"app/{app}/{p} without {app}'s sessions")
         return  # a model written before them: rre_draw="session" falls back
@@ -447,6 +451,11 @@ def _validate_sessions(arrays: dict[str, np.ndarray], app: str, where: str) -> N
                     or at.dtype.kind != "f" or (n and at.min() < -1.0):
                 raise SwellError(where, f"{key} must hold {n} times (s; -1: none), one per pair")
     _validate_pace(arrays, app, n, where)
+    early_key = f"app/{app}/{EARLY_PARAMS[0]}"
+    if early_key in arrays:  # optional: models written before it have none
+        e = np.asarray(arrays[early_key])
+        if e.ndim != 1 or len(e) != n or e.dtype.kind not in "iu" or not np.isin(e, (0, 1)).all():
+            raise SwellError(where, f"{early_key} must hold {n} flags (0 or 1), one per pair")
     cl_key = f"app/{app}/{CLIENT_PARAMS[0]}"
     if cl_key in arrays:  # optional: models written before it have none
         cl = np.asarray(arrays[cl_key])

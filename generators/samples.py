@@ -75,6 +75,11 @@ class AppSamples:
     # a model without them): a whole session's UDP requests leave paced (schedule.py)
     pair_req_pkts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     pair_req_span: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # per pair as pair_req, 1 where its trace response was not a reply (pairEarly; empty:
+    # a model without them); with ``early`` (the spec's early_requests) such a
+    # whole-session request leaves without waiting for the responses outstanding
+    pair_early: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    early: bool = False
     # per whole session, its observed client (sessClient: an index into the model's
     # net/client/hosts; empty: a model without them): the client match
     sess_client: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -107,6 +112,8 @@ class AppSamples:
         if self.whole and self.pair_req_pkts.size and not (
                 self.pair_req_pkts.size == self.pair_req_span.size == self.pair_req.size):
             raise SwellError(self.name, "the whole sessions' request packets do not agree")
+        if self.whole and self.pair_early.size and self.pair_early.size != self.pair_req.size:
+            raise SwellError(self.name, "the whole sessions' early flags do not agree")
         if self.whole and self.sess_client.size and self.sess_client.size != self.sess_rres.size:
             raise SwellError(self.name, "the whole sessions' clients do not agree")
 
@@ -156,6 +163,8 @@ def _session_fields(model: Any, name: str) -> dict[str, np.ndarray]:
     if f"app/{name}/pairReqPkts" in model.arrays:  # else: requests sent whole
         out["pair_req_pkts"] = np.asarray(model.samples(name, "pairReqPkts"), dtype=np.int64)
         out["pair_req_span"] = np.asarray(model.samples(name, "pairReqSpan"), dtype=float)
+    if f"app/{name}/pairEarly" in model.arrays:  # else: every request waits
+        out["pair_early"] = np.asarray(model.samples(name, "pairEarly"), dtype=np.int64)
     if f"app/{name}/sessClient" in model.arrays:  # else: no client match
         out["sess_client"] = np.asarray(model.samples(name, "sessClient"), dtype=np.int64)
     return out

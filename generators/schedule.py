@@ -41,7 +41,13 @@ one write would put datagrams of up to 1,472 bytes on the wire at once (campus's
 game clients sent streams of small datagrams over tens of milliseconds;
 docs/fidelity.md, "Paced requests"). TCP requests stay one write: a TCP
 request's span in the trace is mostly its transport's (windows, round trips),
-which the emulated path makes again. A model without the
+which the emulated path makes again. With ``early`` asked (the Swing spec's
+``early_requests``), a whole session's TCP request whose trace response was not a
+reply (the model's ``pairEarly``: it left the server before the request could have
+arrived, both sides streaming at once) leaves at its trace time without waiting for
+the responses outstanding (the connection's ``early``), so its response follows the
+previous one instead of a round trip behind it (docs/fidelity.md, "Responses that
+were not replies"). A model without the
 sessions falls back to the joint draw (one by one without the joint sample
 either); ``meta["rre_draw"]`` says which draw each application got.
 Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
@@ -160,6 +166,7 @@ def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
             at: tuple[float, ...] = ()
             own: tuple[float, ...] = ()
             pace: tuple[tuple[int, float], ...] = ()
+            early: tuple[bool, ...] = ()
             if not pairs:
                 meta["empty_conns"] = meta.get("empty_conns", 0) + 1
                 pairs = ((MIN_REQ[app.proto], 0, 0.0),)
@@ -168,9 +175,10 @@ def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
                 at = _anchors(app, a, b)
                 own = _own_waits(app, a, b)
                 pace = _paces(app, a, b)
+                early = _early(app, a, b)
             conns.append(Conn(server, app.proto, app.name,
                               round(float(app.rre_offsets[c]), 9), pairs, waits=own, at=at,
-                              pace=pace))
+                              pace=pace, early=early))
         rres.append(Rre(round(gap, 9), tuple(conns)))
     return Session(0, round(t, 9), client, tuple(rres))
 
@@ -178,10 +186,13 @@ def _whole_session(app: AppSamples, t: float, client: str, n_servers: int,
 def _anchors(app: AppSamples, a: int, b: int) -> tuple[float, ...]:
     """The request times of pairs ``a:b`` (one connection) that follow a pause of at least
     the application's ``anchor_think`` (:data:`ANCHOR_THINK_S` unless the spec says
-    otherwise), -1 for the others; empty when none (or no ``pairAt``)."""
+    otherwise), and the early ones (``_early``) whatever their pause, -1 for the others;
+    empty when none (or no ``pairAt``)."""
     if not app.pair_at.size or b - a < 2:
         return ()
     after_pause = np.r_[False, app.pair_think[a:b - 1] >= app.anchor_think]
+    if app.early and app.pair_early.size:
+        after_pause |= np.r_[False, app.pair_early[a + 1:b] > 0]
     at = np.where(after_pause & (app.pair_at[a:b] >= 0), app.pair_at[a:b], -1.0)
     return tuple(round(float(x), 9) for x in at) if (at >= 0).any() else ()
 
@@ -198,6 +209,17 @@ def _paces(app: AppSamples, a: int, b: int) -> tuple[tuple[int, float], ...]:
         return ()
     return tuple((int(max(n, 1)), round(float(t), 6) if n > 1 else 0.0)
                  for n, t in zip(k, span, strict=True))
+
+
+def _early(app: AppSamples, a: int, b: int) -> tuple[bool, ...]:
+    """Which requests of pairs ``a:b`` (one TCP connection) leave without waiting for the
+    responses outstanding (their trace responses were not replies: ``pairEarly``); empty
+    unless the application's ``early`` is on, for UDP, without ``pairEarly`` or when none
+    but the first is (it waits for nothing)."""
+    if not app.early or app.proto != "tcp" or not app.pair_early.size or b - a < 2:
+        return ()
+    e = app.pair_early[a:b] > 0
+    return tuple(bool(x) for x in e) if e[1:].any() else ()
 
 
 def _own_waits(app: AppSamples, a: int, b: int) -> tuple[float, ...]:

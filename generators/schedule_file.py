@@ -17,7 +17,12 @@ datagrams of about equal size, the first at once and the others evenly over
 ``span_s`` (the trace's own pacing: :mod:`swell.generators.schedule`); ``swell-gen``
 keeps the count between what the request needs (datagrams of at most 1,472
 bytes, 1,452 over IPv6) and what it can carry (each datagram holds the 24-byte
-header), so ``[1, 0]`` or no ``pace`` is one write of the whole request.
+header), so ``[1, 0]`` or no ``pace`` is one write of the whole request. A TCP
+connection's optional ``early`` (one boolean per pair) lets such a request leave
+without waiting for the responses still outstanding (at its ``at``, or right
+after the previous request): the server answers in order, so the responses
+follow each other as the trace's did when both sides streamed at once (the
+model's ``pairEarly``).
 
 The file format (read by ``swell-gen run``) is JSON lines: one header line
 ``{"format": "swell-schedule", "version": 1, "seed", "sessions", "duration_s",
@@ -62,6 +67,9 @@ class Conn:
     at: tuple[float, ...] = ()
     # per pair (empty: none; UDP only): (datagrams, span s) of its request
     pace: tuple[tuple[int, float], ...] = ()
+    # per pair (empty: none; TCP only): its request does not wait for the responses
+    # still outstanding
+    early: tuple[bool, ...] = ()
 
     def anchor(self, i: int) -> float | None:
         """Pair ``i``'s anchor (s from the connection's start), if it has one."""
@@ -120,7 +128,8 @@ def _session_obj(s: Session) -> dict[str, Any]:
              "pairs": [[q, a, round(k, 9), *((round(w, 6),) if c.waits else ())]
                        for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True)],
              **({"at": [round(x, 9) for x in c.at]} if c.at else {}),
-             **({"pace": [[n, round(t, 6)] for n, t in c.pace]} if c.pace else {})}
+             **({"pace": [[n, round(t, 6)] for n, t in c.pace]} if c.pace else {}),
+             **({"early": [bool(x) for x in c.early]} if c.early else {})}
             for c in r.conns]}
         for r in s.rres]}
 
@@ -158,8 +167,8 @@ def _parse_session(obj: Any, where: str) -> Session:
         ro = _strict(r, {"gap", "conns"}, "rre", where)
         conns = []
         for c in ro["conns"]:
-            co = _strict(c, {"server", "proto", "app", "offset", "pairs", "at", "pace"},
-                         "connection", where, optional=frozenset({"at", "pace"}))
+            co = _strict(c, {"server", "proto", "app", "offset", "pairs", "at", "pace", "early"},
+                         "connection", where, optional=frozenset({"at", "pace", "early"}))
             if any(not isinstance(x, list) or len(x) not in (3, 4) for x in co["pairs"]):
                 raise SwellError(where, "a pair is not [request, response, think(, wait)]")
             pairs = tuple((int(x[0]), int(x[1]), float(x[2])) for x in co["pairs"])
@@ -176,9 +185,12 @@ def _parse_session(obj: Any, where: str) -> Session:
                     or not isinstance(x[1], int | float) for x in pace):
                 raise SwellError(where, "a connection's pace is not a list of "
                                  "[datagrams, span]")
+            early = co.get("early", [])
+            if not isinstance(early, list) or not all(isinstance(x, bool) for x in early):
+                raise SwellError(where, "a connection's early is not a list of booleans")
             conns.append(Conn(co["server"], co["proto"], co["app"], float(co["offset"]), pairs,
                               waits, tuple(float(x) for x in at),
-                              tuple((int(n), float(t)) for n, t in pace)))
+                              tuple((int(n), float(t)) for n, t in pace), tuple(early)))
         rres.append(Rre(float(ro["gap"]), tuple(conns)))
     return Session(int(o["id"]), float(o["t"]), str(o["client"]), tuple(rres))
 
@@ -244,6 +256,9 @@ def _check_conn(c: Conn, sid: int, where: str | os.PathLike[str]) -> None:
         raise SwellError(where, f"session {sid}: pace needs one [datagrams >= 1, span >= 0 "
                          f"s] per pair, UDP only ({len(c.pace)} for {len(c.pairs)} "
                          f"{c.proto} pairs)")
+    if c.early and (len(c.early) != len(c.pairs) or c.proto != "tcp"):
+        raise SwellError(where, f"session {sid}: early needs one boolean per pair, TCP only "
+                         f"({len(c.early)} for {len(c.pairs)} {c.proto} pairs)")
     for (q, a, k), w in zip(c.pairs, c.pair_waits, strict=True):
         least = WAIT_MIN_REQ if w > 0 else MIN_REQ[c.proto]
         if not least <= q <= MAX_BYTES or not 0 <= a <= MAX_BYTES or k < 0:

@@ -125,6 +125,12 @@ def _pace_left(conn: Any, idx: list[int], cut: bool) -> tuple[tuple[int, float],
     return tuple(left) if any(n > 1 for n, _ in left) else ()
 
 
+def _early_left(conn: Any, idx: list[int]) -> tuple[bool, ...]:
+    """The early flags of the kept pairs ``idx`` (the first has nothing to wait for)."""
+    left = tuple(conn.early[j] for j in idx) if conn.early else ()
+    return left if any(left[1:]) else ()
+
+
 def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: float = 0.0,
               *, wait_req: int) -> Any | None:
     """What of ``session`` (arriving before ``at``) is estimated to move after ``at``, as
@@ -152,7 +158,8 @@ def remaining(session: Any, path: PathEstimate, min_req: Mapping[str, int], at: 
                 kept.append(replace(c, offset=round(first - at, 9), pairs=left,
                                     waits=waits if any(waits) else (),
                                     at=_anchors_left(c, idx, first - c0),
-                                    pace=_pace_left(c, idx, pairs[idx[0]].start < at)))
+                                    pace=_pace_left(c, idx, pairs[idx[0]].start < at),
+                                    early=_early_left(c, idx)))
         if kept:  # the session restarts when its first kept connection opens
             first = min(c.offset for c in kept)
             kept = [replace(c, offset=round(c.offset - first, 9)) for c in kept]

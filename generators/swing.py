@@ -369,6 +369,12 @@ class SwingSpec(KindSpec):
         "connection's start), once its previous response is in; the others leave after "
         "their response and think time. 0 anchors every request but a connection's first "
         "(docs/fidelity.md, \"Anchored requests\")")
+    early_requests: bool = Field(
+        False, description="with rre_draw: session, a TCP request whose response in the trace "
+        "was not a reply (it left the server before the request could have arrived: the "
+        "model's pairEarly) leaves at its time there without waiting for the responses "
+        "outstanding, so the server's responses follow each other as the trace's did "
+        "(docs/fidelity.md, \"Responses that were not replies\")")
     server_match: Literal["delay", "none"] = Field(
         "delay", description="delay: an observed server's RREs go to emulated servers whose "
         "access link's one-way delay is nearest that server's own in the trace "
@@ -390,8 +396,8 @@ class SwingSpec(KindSpec):
 def spec_samples(spec: SwingSpec, model: Any, source: str) -> tuple[list[Any], float]:
     """The model's samples as ``spec`` draws them: without the servers' waits when its
     ``server_wait`` is false, without the pairs' own ones when its ``pair_wait`` is
-    ``drawn``, with its ``anchor_think_s`` (``app_samples``: the samples and the rate
-    scale)."""
+    ``drawn``, with its ``anchor_think_s`` and ``early_requests`` (``app_samples``: the
+    samples and the rate scale)."""
     from swell.generators.schedule import app_samples
 
     apps, scale = app_samples(model, source)
@@ -399,7 +405,8 @@ def spec_samples(spec: SwingSpec, model: Any, source: str) -> tuple[list[Any], f
         apps = [replace(a, rsp_wait=np.zeros(0)) for a in apps]
     if not spec.server_wait or spec.pair_wait == "drawn":
         apps = [replace(a, pair_wait=np.zeros(0)) for a in apps]
-    return [replace(a, anchor_think=spec.anchor_think_s) for a in apps], scale
+    return [replace(a, anchor_think=spec.anchor_think_s, early=spec.early_requests)
+            for a in apps], scale
 
 
 def observed_server_delays(model: Any) -> np.ndarray | None:

@@ -31,6 +31,7 @@ from swell.extract.reader import open_trace
 from swell.extract.sessions import (
     ANCHOR_PARAMS,
     CLIENT_PARAMS,
+    EARLY_PARAMS,
     JOINT_PARAMS,
     PACE_PARAMS,
     PAIR_WAIT_PARAMS,
@@ -103,7 +104,7 @@ def _old_copy(src: Path, dest: Path) -> Path:
     keep = {k: v for k, v in arrays.items()
             if k.rsplit("/", 1)[-1]
             not in JOINT_PARAMS + SESSION_PARAMS + ANCHOR_PARAMS + PAIR_WAIT_PARAMS
-            + CLIENT_PARAMS + PACE_PARAMS}
+            + CLIENT_PARAMS + PACE_PARAMS + EARLY_PARAMS}
     modeldir.save(dest, meta, keep, default=str)
     return dest
 

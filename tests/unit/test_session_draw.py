@@ -28,6 +28,7 @@ from swell.extract.model import FORMAT, FORMAT_VERSION, load_model, save_model
 from swell.extract.sessions import (
     ANCHOR_PARAMS,
     CLIENT_PARAMS,
+    EARLY_PARAMS,
     JOINT_PARAMS,
     PACE_PARAMS,
     PAIR_WAIT_PARAMS,
@@ -83,7 +84,7 @@ def test_joint_and_independent_unchanged_and_the_fallback(
         example_model: Path, tmp_path: Path) -> None:
     before = _without(example_model, tmp_path / "before",
                       SESSION_PARAMS + ANCHOR_PARAMS + PAIR_WAIT_PARAMS + CLIENT_PARAMS
-                      + PACE_PARAMS)
+                      + PACE_PARAMS + EARLY_PARAMS)
     assert not any(load_model(before).has_sessions(a) for a in load_model(before).apps)
     assert all(load_model(example_model).has_sessions(a)
                for a in load_model(example_model).apps)

@@ -9,7 +9,11 @@
 //! request as its `pace` count of datagrams, the first at once and the rest
 //! evenly over its span, `dgram_count`), waits for
 //! exactly the response size, waits `think`, and goes on; then it closes and a
-//! record line is written. Timers live in one binary heap; sockets in one mio
+//! record line is written. An `early` request (TCP) does not wait for the
+//! responses outstanding: it leaves at its anchor or once the previous request
+//! is out, and the responses, answered in order by the server, are read off one
+//! stream (`client_io::take_responses`); a request that is not early waits for
+//! all of them. Timers live in one binary heap; sockets in one mio
 //! poll, woken at the next timer's due time by an `alarm::Alarm` (epoll's own
 //! timeout is whole milliseconds). Counters go to stdout as JSON lines every `--interval-ms`.
 //!
@@ -19,15 +23,15 @@
 //! the ACKs are most of the client -> server packets (issue 19, docs/scale.md).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, IoSlice, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 
-use mio::net::{TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::alarm::{Alarm, ALARM};
+use crate::client_io::{dgram_count, open_sock, take_responses, OpenError, Sock, Step};
 use crate::schedule::{self, ConnSpec, Proto, Schedule};
 use crate::util::*;
 
@@ -39,17 +43,17 @@ enum Timer {
     UdpTimeout { slot: u32, gen: u32, pair: u32 },
 }
 
-enum Sock {
-    Tcp(TcpStream),
-    Udp(UdpSocket),
-}
-
 #[derive(PartialEq, Eq, Clone, Copy)]
 enum Phase {
     Connecting,
+    /// writing request `pair`
     Sending,
+    /// request `pair` waits for the responses still outstanding
     Receiving,
+    /// request `pair` waits for its time (a timer)
     Thinking,
+    /// every request written; the last responses outstanding
+    Done,
 }
 
 struct Conn {
@@ -59,9 +63,16 @@ struct Conn {
     gen: u32,
     sock: Option<Sock>,
     phase: Phase,
+    /// the request being written or next (the send side's pair)
     pair: usize,
     sent: u64,
+    /// responses outstanding in request order (pair, bytes): more than one only when
+    /// a request left before the previous response was in (`early`); `recvd` is the
+    /// front's
+    rq: VecDeque<(usize, u64)>,
     recvd: u64,
+    /// pairs complete (request written, response in)
+    done: usize,
     tx: u64,
     rx: u64,
     start: u64,
@@ -247,7 +258,7 @@ impl Runner {
                     let sl = slot as usize;
                     if self.live(sl, gen) {
                         let c = self.conns[sl].as_ref().unwrap();
-                        if c.pair == pair as usize && c.phase == Phase::Receiving {
+                        if c.rq.front().is_some_and(|f| f.0 == pair as usize) {
                             self.finish(sl, Some("udp-timeout"));
                         }
                     }
@@ -320,7 +331,9 @@ impl Runner {
             phase,
             pair: 0,
             sent: 0,
+            rq: VecDeque::new(),
             recvd: 0,
+            done: 0,
             tx: 0,
             rx: 0,
             start: now,
@@ -371,27 +384,44 @@ impl Runner {
         self.progress(slot);
     }
 
-    /// Move a connection as far as its socket allows.
+    /// Move a connection as far as its socket allows: read what responses are
+    /// outstanding, write the request that is due.
     fn progress(&mut self, slot: usize) {
         loop {
             let Some(Some(c)) = self.conns.get(slot) else {
                 return;
             };
-            let p = self.spec(c.s, c.r, c.c).pairs[c.pair];
-            let step = match c.phase {
-                Phase::Sending => self.send_some(slot, p.req as u64, p.rsp, p.wait),
-                Phase::Receiving => self.recv_some(slot, p.rsp as u64),
-                _ => return,
-            };
-            match step {
-                Step::Blocked => return,
-                Step::Failed(e) => return self.finish_msg(slot, &e),
-                Step::Again => {}
-                Step::PairDone => {
-                    if !self.pair_done(slot) {
-                        return;
+            let mut moved = false;
+            if c.phase != Phase::Connecting && !c.rq.is_empty() {
+                match self.recv_some(slot) {
+                    Step::Blocked => {}
+                    Step::Failed(e) => return self.finish_msg(slot, &e),
+                    Step::Again => moved = true,
+                    Step::Complete => {
+                        moved = true;
+                        if !self.responses_in(slot) {
+                            return;
+                        }
                     }
                 }
+            }
+            let c = self.conns[slot].as_ref().unwrap();
+            if c.phase == Phase::Sending {
+                let p = self.spec(c.s, c.r, c.c).pairs[c.pair];
+                match self.send_some(slot, p.req as u64, p.rsp, p.wait) {
+                    Step::Blocked => {}
+                    Step::Failed(e) => return self.finish_msg(slot, &e),
+                    Step::Again => moved = true,
+                    Step::Complete => {
+                        moved = true;
+                        if !self.request_done(slot) {
+                            return;
+                        }
+                    }
+                }
+            }
+            if !moved {
+                return;
             }
         }
     }
@@ -488,18 +518,20 @@ impl Runner {
                 c.tx += w as u64;
                 self.k.tx_bytes += w as u64;
                 if c.sent == req {
-                    c.phase = Phase::Receiving;
-                    if rsp == 0 {
-                        return Step::PairDone;
+                    if rsp > 0 {
+                        c.rq.push_back((c.pair, rsp as u64));
+                        if let Some(Sock::Udp(_)) = c.sock {
+                            let t = Timer::UdpTimeout {
+                                slot: slot as u32,
+                                gen: c.gen,
+                                pair: c.pair as u32,
+                            };
+                            self.push(now + udp_timeout, t);
+                        }
+                    } else {
+                        c.done += 1;
                     }
-                    if let Some(Sock::Udp(_)) = c.sock {
-                        let t = Timer::UdpTimeout {
-                            slot: slot as u32,
-                            gen: c.gen,
-                            pair: c.pair as u32,
-                        };
-                        self.push(now + udp_timeout, t);
-                    }
+                    return Step::Complete;
                 }
                 Step::Again
             }
@@ -509,7 +541,9 @@ impl Runner {
         }
     }
 
-    fn recv_some(&mut self, slot: usize, rsp: u64) -> Step {
+    /// Read into the outstanding responses, front first (one read may end one
+    /// response and begin the next); `Complete` when one or more ended.
+    fn recv_some(&mut self, slot: usize) -> Step {
         let c = self.conns[slot].as_mut().unwrap();
         let is_tcp = matches!(c.sock, Some(Sock::Tcp(_)));
         let res = match c.sock.as_mut().unwrap() {
@@ -525,16 +559,28 @@ impl Runner {
         match res {
             Ok(0) if is_tcp => Step::Failed("eof before response end".into()),
             Ok(n) => {
-                c.recvd += n as u64;
                 c.rx += n as u64;
                 self.k.rx_bytes += n as u64;
-                if c.recvd > rsp && is_tcp {
-                    return Step::Failed("response longer than asked".into());
+                if !is_tcp {
+                    // a datagram counts for the one response outstanding; what is
+                    // over its size (a duplicate) is dropped
+                    let rsp = c.rq.front().map_or(0, |f| f.1);
+                    c.recvd += n as u64;
+                    if c.recvd < rsp {
+                        return Step::Again;
+                    }
+                    c.rq.pop_front();
+                    c.recvd = 0;
+                    c.done += 1;
+                    return Step::Complete;
                 }
-                if c.recvd >= rsp {
-                    Step::PairDone
-                } else {
-                    Step::Again
+                match take_responses(&mut c.rq, &mut c.recvd, n as u64) {
+                    Ok(0) => Step::Again,
+                    Ok(ended) => {
+                        c.done += ended;
+                        Step::Complete
+                    }
+                    Err(()) => Step::Failed("response longer than asked".into()),
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Step::Blocked,
@@ -543,25 +589,67 @@ impl Runner {
         }
     }
 
-    /// A request/response pair ended; true if the connection continues now.
-    fn pair_done(&mut self, slot: usize) -> bool {
+    /// Responses ended; with none outstanding, the request that waited for them is
+    /// due (or the connection is done). True if the connection continues now.
+    fn responses_in(&mut self, slot: usize) -> bool {
+        let c = self.conns[slot].as_ref().unwrap();
+        if !c.rq.is_empty() {
+            return true;
+        }
+        match c.phase {
+            Phase::Done => {
+                self.finish(slot, None);
+                false
+            }
+            Phase::Receiving => self.next_request(slot, true),
+            _ => true,
+        }
+    }
+
+    /// Request `pair` is written: its response is outstanding (if it has one). The
+    /// next request waits for every outstanding response, unless it is `early` (its
+    /// trace's response began before the request could have reached the server: the
+    /// two sides streamed at once), which leaves at its time without waiting. True if
+    /// the connection continues now.
+    fn request_done(&mut self, slot: usize) -> bool {
         let c = self.conns[slot].as_ref().unwrap();
         let spec = self.spec(c.s, c.r, c.c);
-        let think = spec.pairs[c.pair].think;
         let last = c.pair + 1 == spec.pairs.len();
+        let early = spec.early(c.pair + 1);
+        let c = self.conns[slot].as_mut().unwrap();
+        if last {
+            if c.rq.is_empty() {
+                self.finish(slot, None);
+                return false;
+            }
+            c.phase = Phase::Done;
+            return true;
+        }
+        if c.rq.is_empty() {
+            return self.next_request(slot, true);
+        }
+        if early {
+            return self.next_request(slot, false);
+        }
+        c.phase = Phase::Receiving;
+        true
+    }
+
+    /// Go on to the next request: an anchored one leaves at its time from the
+    /// connection's start (or now, if that has passed), else after the previous
+    /// pair's think time (`think`: that pair's response is in) or now. True: the
+    /// connection continues (the next request may be waiting for its timer).
+    fn next_request(&mut self, slot: usize, think: bool) -> bool {
+        let c = self.conns[slot].as_ref().unwrap();
+        let spec = self.spec(c.s, c.r, c.c);
+        let think = if think { spec.pairs[c.pair].think } else { 0.0 };
         let anchor = spec.anchor(c.pair + 1);
         let gen = c.gen;
-        if last {
-            self.finish(slot, None);
-            return false;
-        }
         let c = self.conns[slot].as_mut().unwrap();
         c.pair += 1;
         c.sent = 0;
-        c.recvd = 0;
         c.dgrams = 0;
         let now = mono_ns();
-        // an anchored request leaves at its time from the connection's start, or now
         let due = match anchor {
             Some(a) => c.start + to_ns(a),
             None if think > 0.0 => now + to_ns(think),
@@ -579,7 +667,7 @@ impl Runner {
                 gen,
             },
         );
-        false
+        true
     }
 
     fn finish_msg(&mut self, slot: usize, msg: &str) {
@@ -631,76 +719,8 @@ impl Runner {
             "{{\"session\":{},\"rre\":{},\"conn\":{},\"app\":{},\"proto\":\"{}\",\"client\":\"{}\",\"server\":\"{}\",\"start\":{:.6},\"end\":{:.6},\"tx\":{},\"rx\":{},\"exp_tx\":{},\"exp_rx\":{},\"pairs_done\":{},\"ok\":{},\"error\":{}}}\n",
             self.sched.sessions[c.s as usize].id, c.r, c.c, app, proto, local, sp.server,
             (c.start - self.base) as f64 / 1e9, (now - self.base) as f64 / 1e9, c.tx,
-            c.rx, exp_tx, exp_rx, c.pair + usize::from(err.is_none()), err.is_none(), error
+            c.rx, exp_tx, exp_rx, c.done, err.is_none(), error
         );
         let _ = self.records.write_all(line.as_bytes());
-    }
-}
-
-enum Step {
-    Blocked,
-    Again,
-    PairDone,
-    Failed(String),
-}
-
-enum OpenError {
-    NoFds,
-    Other(String),
-}
-
-/// The datagrams a paced UDP request of `req` bytes goes out as: the `asked` count,
-/// at least what datagrams of `max` bytes need, at most what the 24-byte header in
-/// each allows.
-fn dgram_count(req: u64, asked: u32, max: usize) -> u64 {
-    let most = (req / UDP_HDR as u64).max(1);
-    let need = req.div_ceil(max as u64).min(most);
-    (asked as u64).clamp(need, most)
-}
-
-fn open_sock(server: SocketAddr, local: SocketAddr, proto: Proto) -> Result<Sock, OpenError> {
-    let udp = proto == Proto::Udp;
-    let s = new_socket(&server, Some(local), udp).map_err(|e| {
-        if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
-            OpenError::NoFds
-        } else {
-            OpenError::Other(format!("socket/bind {local}: {e}"))
-        }
-    })?;
-    match s.connect(&server.into()) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-        Err(e) => return Err(OpenError::Other(format!("connect {server}: {e}"))),
-    }
-    Ok(if udp {
-        Sock::Udp(UdpSocket::from_std(s.into()))
-    } else {
-        Sock::Tcp(TcpStream::from_std(s.into()))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::dgram_count;
-
-    #[test]
-    fn paced_requests_keep_their_count_within_what_the_bytes_allow() {
-        assert_eq!(dgram_count(1000, 4, 1472), 4); // as asked
-        assert_eq!(dgram_count(1000, 100, 1472), 41); // each datagram holds its header
-        assert_eq!(dgram_count(5000, 2, 1472), 4); // none over 1,472 bytes
-        assert_eq!(dgram_count(30, 3, 1472), 1);
-        assert_eq!(dgram_count(24, 1, 1452), 1);
-        // the equal split never makes a datagram smaller than the header
-        for req in 24..4000u64 {
-            for asked in 1..60u32 {
-                let n = dgram_count(req, asked, 1472);
-                let sizes: Vec<u64> = (0..n).map(|j| (j + 1) * req / n - j * req / n).collect();
-                assert!(
-                    sizes.iter().all(|&k| (24..=1472).contains(&k)),
-                    "{req} {asked}"
-                );
-                assert_eq!(sizes.iter().sum::<u64>(), req);
-            }
-        }
     }
 }

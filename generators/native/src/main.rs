@@ -15,6 +15,7 @@
 
 mod alarm;
 mod client;
+mod client_io;
 mod pace;
 mod plan;
 mod schedule;

@@ -16,8 +16,12 @@
 //! later, instead of the previous pair's think time after it. A UDP
 //! connection's optional `pace` (one `[datagrams, span_s]` per pair) sends a
 //! request as that many datagrams, the first at once and the rest evenly over
-//! the span (`client.rs`). Unknown fields are errors, so a misspelt key never
-//! goes unnoticed.
+//! the span (`client.rs`). A TCP connection's optional `early` (one boolean per
+//! pair) lets a request leave without waiting for the responses still
+//! outstanding (at its `at`, or right after the previous request): the server
+//! answers requests in order, so such responses follow each other as the trace's
+//! did when both sides streamed at once. Unknown fields are errors, so a misspelt
+//! key never goes unnoticed.
 
 use std::io::BufRead;
 use std::net::{IpAddr, SocketAddr};
@@ -74,12 +78,21 @@ pub struct ConnSpec {
     /// per pair (empty: none; UDP only): its request's datagrams and their span, s
     #[serde(default)]
     pub pace: Vec<(u32, f64)>,
+    /// per pair (empty: none; TCP only): the request leaves without waiting for the
+    /// responses still outstanding (a connection's first has none to wait for)
+    #[serde(default)]
+    pub early: Vec<bool>,
 }
 
 impl ConnSpec {
     /// Pair `i`'s request pacing: (datagrams, span in s); (1, 0) when it has none.
     pub fn pace(&self, i: usize) -> (u32, f64) {
         self.pace.get(i).copied().unwrap_or((1, 0.0))
+    }
+
+    /// Whether pair `i`'s request leaves without waiting for outstanding responses.
+    pub fn early(&self, i: usize) -> bool {
+        self.early.get(i).copied().unwrap_or(false)
     }
 
     /// Pair `i`'s anchor (s from the connection's start), if it has one.
@@ -187,6 +200,13 @@ fn check_session(s: &Session, line: usize) -> Result<(), String> {
                 return bad(format!(
                     "pace needs one [datagrams >= 1, span >= 0 s] per pair, UDP only ({} for {} pairs)",
                     c.pace.len(),
+                    c.pairs.len()
+                ));
+            }
+            if !c.early.is_empty() && (c.early.len() != c.pairs.len() || c.proto != Proto::Tcp) {
+                return bad(format!(
+                    "early needs one boolean per pair, TCP only ({} for {} pairs)",
+                    c.early.len(),
                     c.pairs.len()
                 ));
             }
