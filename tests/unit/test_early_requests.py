@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swell.cli import main as swell_main
 from swell.errors import SwellError
 from swell.extract import modeldir
 from swell.extract.model import FORMAT, FORMAT_VERSION, load_model
@@ -38,7 +37,10 @@ from swell.generators.schedule import (
     write_schedule,
 )
 from swell.native import native_artifact
-from tests.unit.test_joint_rre import CLIENTS, EXAMPLE, SERVERS
+from tests.unit import test_joint_rre
+from tests.unit.test_joint_rre import CLIENTS, SERVERS
+
+example_model = test_joint_rre.example_model  # the bundled capture's model (a fixture)
 
 
 def test_not_replies_by_hand() -> None:
@@ -55,13 +57,6 @@ def test_not_replies_by_hand() -> None:
     assert e.tolist() == [False, True, False, False, False, False]
     assert not not_replies({"conn": p["conn"], "req_size": p["req_size"],
                             "rsp_size": p["rsp_size"]}, leg).any()  # no times: none
-
-
-@pytest.fixture(scope="module")
-def example_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("early") / "model"
-    assert swell_main(["extract", str(EXAMPLE), "-o", str(out)]) == 0
-    return out
 
 
 def test_the_model_keeps_the_flags(example_model: Path, tmp_path: Path) -> None:
