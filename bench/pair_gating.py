@@ -38,6 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from swell.extract.pipeline import read_connections  # noqa: E402
+from swell.extract.sessions import reply_gaps  # noqa: E402
 
 TCP = 6
 
@@ -47,12 +48,9 @@ def gating(trace: Path, cut: float) -> dict[str, Any]:
     got = read_connections(trace)
     table = got[0] if isinstance(got, tuple) else got
     p, c = table.pairs, table.cols
-    conn = p["conn"]
-    leg = np.asarray(c["server_leg"], dtype=float)[conn]
-    sport, proto = c["sport"][conn], c["proto"][conn]
-    gap = p["rsp_t0"] - p["req_t1"] - leg
-    ok = (proto == TCP) & (p["req_size"] > 0) & (p["rsp_size"] > 0) & np.isfinite(gap) \
-        & (leg > 0)
+    sport, proto = c["sport"][p["conn"]], c["proto"][p["conn"]]
+    gap, leg = reply_gaps(p, c["server_leg"])  # what the extractor's not_replies judges
+    ok = (proto == TCP) & np.isfinite(gap) & (leg > 0)
     out: dict[str, Any] = {"trace": str(trace), "cut": cut, "classes": {}}
     for name, m in (("tcp", ok), ("port 80", ok & (sport == 80)),
                     ("other tcp", ok & (sport != 80))):

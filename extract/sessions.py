@@ -402,12 +402,23 @@ def server_waits(p: dict[str, np.ndarray], server_leg: np.ndarray) -> np.ndarray
     a request is in, so the time a real server spent (its application, a proxy's fetch
     from the origin) came out of every connection. On the bundled capture it is 28 ms
     at the median and 91 ms at p90 per pair (docs/fidelity.md, "The servers' wait")."""
-    if "rsp_t0" not in p or "req_t1" not in p:  # a pair table without times (by hand)
-        return np.full(len(p["conn"]), np.nan)
+    gap, _ = reply_gaps(p, server_leg)
+    return np.where(np.isfinite(gap), np.maximum(gap, 0.0), np.nan)
+
+
+def reply_gaps(p: dict[str, np.ndarray], server_leg: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair: the gap from its request's last packet to its response's first at the
+    monitor less its connection's round trip from the monitor to the server
+    (``server_leg``), s, NaN where the pair has no request or no response, its
+    connection no measured round trip, or the table no times (built by hand); and that
+    round trip per pair (what :func:`server_waits` and :func:`not_replies` judge)."""
     leg = np.asarray(server_leg, dtype=float)[p["conn"]]
+    if "rsp_t0" not in p or "req_t1" not in p:
+        return np.full(len(p["conn"]), np.nan), leg
     gap = p["rsp_t0"] - p["req_t1"] - leg
     ok = (p["req_size"] > 0) & (p["rsp_size"] > 0) & np.isfinite(gap)
-    return np.where(ok, np.maximum(gap, 0.0), np.nan)
+    return np.where(ok, gap, np.nan), leg
 
 
 def not_replies(p: dict[str, np.ndarray], server_leg: np.ndarray,
@@ -423,12 +434,9 @@ def not_replies(p: dict[str, np.ndarray], server_leg: np.ndarray,
     (:func:`pairs_from_runs`), so a connection whose two sides sent at once is cut into
     pairs too; on the campus composite 10.0% of the HTTPS pairs, with 36.8% of their
     response bytes, were not replies (``bench/pair_gating.py``, docs/fidelity.md)."""
-    if "rsp_t0" not in p or "req_t1" not in p:  # a pair table without times (by hand)
-        return np.zeros(len(p["conn"]), dtype=bool)
-    leg = np.asarray(server_leg, dtype=float)[p["conn"]]
-    gap = p["rsp_t0"] - p["req_t1"] - leg
-    ok = (p["req_size"] > 0) & (p["rsp_size"] > 0) & np.isfinite(gap) & (leg > 0)
-    return ok & (gap < -cut * np.where(ok, leg, 0.0))
+    gap, leg = reply_gaps(p, server_leg)
+    ok = np.isfinite(gap) & (leg > 0)
+    return ok & (np.where(ok, gap, 0.0) < -cut * np.where(ok, leg, 0.0))
 
 
 def request_segment(c: dict[str, np.ndarray]) -> np.ndarray | None:
