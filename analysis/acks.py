@@ -17,7 +17,14 @@ acknowledging more segments than the trace's did (docs/scale.md).
   the IP bytes of the direction and the share of them that are pure ACKs;
 * ``by_size``: the server -> client data split by the connection's response
   size in segments (1, 2-4, 5-16, 17-64, 65+), the ratio in each (handshake
-  and FIN ACKs included, so short connections read above 1).
+  and FIN ACKs included, so short connections read above 1);
+* ``by_port``: per server port (the ``top`` busiest by data segments, the rest
+  as "other"), both directions' ratios and, per receiving host, the share of
+  hosts that acknowledged at least :data:`EVERY_CUT` of the segments they got
+  (:data:`HOST_MIN_SEGMENTS` or more): a stack that ACKs every segment (Linux
+  with a route's ``quickack``; campus's HTTPS hosts) against one that delays
+  every second ACK (its HTTP hosts: 0.51; docs/fidelity.md, "Who acknowledges
+  every segment").
 
 Several files (a bottleneck's forward and reverse captures) are merged by time.
 """
@@ -32,6 +39,8 @@ from swell.extract.reader import read_all
 
 SYN, FIN, RST = 2, 1, 4
 BINS = ((1, 1), (2, 4), (5, 16), (17, 64), (65, 1 << 30))
+EVERY_CUT = 0.75  # a host acknowledging this share of its data segments or more ACKs each
+HOST_MIN_SEGMENTS = 10  # fewer data segments received: the host's ratio is not judged
 
 
 def load_tcp(paths: list[str]) -> dict[str, np.ndarray]:
@@ -47,7 +56,7 @@ def load_tcp(paths: list[str]) -> dict[str, np.ndarray]:
     return {k: v[order] for k, v in out.items()}
 
 
-def measure(paths: list[str], by_size: bool = False) -> dict[str, Any]:
+def measure(paths: list[str], by_size: bool = False, by_port: int = 0) -> dict[str, Any]:
     """Per direction: data segments, pure ACKs of its receiver, bytes."""
     c = load_tcp(paths)
     n = len(c["ts_ns"])
@@ -102,7 +111,43 @@ def measure(paths: list[str], by_size: bool = False) -> dict[str, Any]:
     if by_size:
         out["s2c_by_response_segments"] = _by_size(conn, data & ~is_c2s,
                                                    pure_ack & is_c2s)
+    if by_port:
+        shost = np.array([hash(x[:2]) for x in src], dtype=np.int64)
+        dhost = np.array([hash(x[:2]) for x in dst], dtype=np.int64)
+        port = np.where(is_c2s, c["dport"], c["sport"]).astype(np.int64)
+        out["by_port"] = _by_port(port, shost, dhost, is_c2s, data, pure_ack, by_port)
     return out
+
+
+def _by_port(port: np.ndarray, shost: np.ndarray, dhost: np.ndarray, is_c2s: np.ndarray,
+             data: np.ndarray, ack: np.ndarray, top: int) -> list[dict[str, Any]]:
+    """Per server port (the ``top`` busiest by data segments, then "other"): per
+    direction the receiver's ACKs per data segment, and the share of receiving hosts
+    that ACK every segment (at least :data:`EVERY_CUT` of the :data:`HOST_MIN_SEGMENTS`
+    or more they got). A host's segments are the data sent to it (``dhost``), its ACKs
+    the pure ACKs it sent (``shost``), both on the port's connections."""
+    ports_seen, n_seen = np.unique(port[data], return_counts=True)
+    ports = ports_seen[np.argsort(-n_seen, kind="stable")][:top].tolist()
+    rows = []
+    for name, sel in [*((str(p), port == p) for p in ports),
+                      ("other", ~np.isin(port, ports))]:
+        row: dict[str, Any] = {"port": name}
+        for d, fwd in (("c2s", True), ("s2c", False)):
+            seg = sel & data & (is_c2s == fwd)
+            got = sel & ack & (is_c2s != fwd)
+            acks_of = dict(zip(*np.unique(shost[got], return_counts=True), strict=True))
+            judged = [(int(acks_of.get(h, 0)), int(n))
+                      for h, n in zip(*np.unique(dhost[seg], return_counts=True), strict=True)
+                      if n >= HOST_MIN_SEGMENTS]
+            row[d] = {"data_segments": int(seg.sum()), "acks_by_receiver": int(got.sum()),
+                      "acks_per_data_segment": round(float(got.sum())
+                                                     / max(int(seg.sum()), 1), 3),
+                      "receivers_judged": len(judged),
+                      "receivers_every_segment": round(
+                          sum(a >= EVERY_CUT * n for a, n in judged) / len(judged), 3)
+                      if judged else None}
+        rows.append(row)
+    return rows
 
 
 def _by_size(conn: np.ndarray, d: np.ndarray, a: np.ndarray) -> list[dict[str, Any]]:

@@ -1,10 +1,14 @@
 """ACKs per data segment of captures' TCP receivers (``swell.analysis.acks``), no root.
 
-    .venv/bin/python bench/ack_ratio.py CAPTURE [CAPTURE ...] [--by-size] [--json OUT]
+    .venv/bin/python bench/ack_ratio.py CAPTURE [CAPTURE ...] [--by-size] [--by-port N]
+        [--json OUT]
 
 A generated run's bottleneck is two files (forward and reverse): pass both,
 they are merged by time. Issue 19 compares the trace's receivers with the
-Swing generator's (docs/scale.md, "Client -> server bytes").
+Swing generator's (docs/scale.md, "Client -> server bytes"). ``--by-port N``
+adds a table per server port (the N busiest, then the rest): each side's ACKs
+per data segment received and the share of its hosts that acknowledge every
+segment (docs/fidelity.md, "Who acknowledges every segment").
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from swell.analysis.acks import measure  # noqa: E402
+from swell.errors import SwellError  # noqa: E402
 
 
 def main() -> int:
@@ -25,13 +30,32 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("captures", nargs="+")
     ap.add_argument("--by-size", action="store_true")
+    ap.add_argument("--by-port", type=int, default=0, metavar="N")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
-    res = measure(a.captures, a.by_size)
+    try:
+        res = measure(a.captures, a.by_size, a.by_port)
+    except SwellError as exc:
+        print(f"ack_ratio: {exc}", file=sys.stderr)
+        return 2
     text = json.dumps(res, indent=1)
     if a.json:
         a.json.write_text(text + "\n")
-    print(text)
+    if not a.by_port:
+        print(text)
+        return 0
+    print(f"{', '.join(a.captures)}: ACKs per data segment received, and the share of "
+          "receiving hosts (10+ segments) that ACK 0.75 or more of them")
+    print(f"{'port':>6} {'client acks/seg':>16} {'clients every':>14} "
+          f"{'server acks/seg':>16} {'servers every':>14}")
+    for r in res["by_port"]:
+        s2c, c2s = r["s2c"], r["c2s"]  # a client receives s2c data, a server c2s
+        if not (s2c["data_segments"] or c2s["data_segments"]):
+            continue
+        every = [f"{x['receivers_every_segment']:.2f} of {x['receivers_judged']}"
+                 if x["receivers_judged"] else "-" for x in (s2c, c2s)]
+        print(f"{r['port']:>6} {s2c['acks_per_data_segment']:>16.3f} {every[0]:>14} "
+              f"{c2s['acks_per_data_segment']:>16.3f} {every[1]:>14}")
     return 0
 
 

@@ -208,7 +208,7 @@ SERVER_MATCH = "delay"  # --server-match none: hosts in any order (before 2026-1
 PAIR_WAIT = "own"  # --pair-wait drawn: whole sessions' waits drawn afresh (before 2026-12-01)
 CLIENT_MATCH = "link"  # --client-match none: whole sessions on the least loaded client host
 ANCHOR_THINK_S = DEFAULT_ANCHOR_THINK_S  # --anchor-think: requests after this pause anchored
-EARLY = False  # --early: requests whose trace responses were not replies do not wait
+EARLY = "none"  # --early pairs|connections: requests that do not wait (early_requests)
 MONITOR = "auto"  # --monitor: where the generated traffic is judged (monitor_of)
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
@@ -587,10 +587,11 @@ def main() -> int:
                     "the trace leaves at its time there (swell run's anchor_think_s, "
                     f"default {DEFAULT_ANCHOR_THINK_S:g}; 0 anchors every request but a "
                     "connection's first)")
-    ap.add_argument("--early", action="store_true",
-                    help="a whole session's TCP request whose trace response was not a reply "
-                    "(the model's pairEarly) leaves at its time without waiting for the "
-                    "responses outstanding (swell run's early_requests)")
+    ap.add_argument("--early", choices=("none", "pairs", "connections"), default="none",
+                    help="pairs: a whole session's TCP request whose trace response was not "
+                    "a reply (the model's pairEarly) leaves at its time without waiting for "
+                    "the responses outstanding; connections: every request of a connection "
+                    "that had one (swell run's early_requests; default none)")
     ap.add_argument("--client-match", choices=("link", "none"), default="link",
                     help="link: a whole session (--rre-draw session) goes to a client host "
                     "whose link is nearest its own client's (swell run's default); none: to "

@@ -76,10 +76,11 @@ class AppSamples:
     pair_req_pkts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     pair_req_span: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # per pair as pair_req, 1 where its trace response was not a reply (pairEarly; empty:
-    # a model without them); with ``early`` (the spec's early_requests) such a
-    # whole-session request leaves without waiting for the responses outstanding
+    # a model without them); with ``early`` "pairs" (the spec's early_requests) such a
+    # whole-session request leaves without waiting for the responses outstanding, with
+    # "connections" every request of a connection that has one
     pair_early: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    early: bool = False
+    early: str = "none"
     # per whole session, its observed client (sessClient: an index into the model's
     # net/client/hosts; empty: a model without them): the client match
     sess_client: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))

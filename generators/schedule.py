@@ -46,8 +46,9 @@ which the emulated path makes again. With ``early`` asked (the Swing spec's
 reply (the model's ``pairEarly``: it left the server before the request could have
 arrived, both sides streaming at once) leaves at its trace time without waiting for
 the responses outstanding (the connection's ``early``), so its response follows the
-previous one instead of a round trip behind it (docs/fidelity.md, "Responses that
-were not replies"). A model without the
+previous one instead of a round trip behind it; with ``early_requests: connections``
+every request of a connection that had one such pair does, on the trace's clock
+(docs/fidelity.md, "Responses that were not replies"). A model without the
 sessions falls back to the joint draw (one by one without the joint sample
 either); ``meta["rre_draw"]`` says which draw each application got.
 Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
@@ -191,8 +192,8 @@ def _anchors(app: AppSamples, a: int, b: int) -> tuple[float, ...]:
     if not app.pair_at.size or b - a < 2:
         return ()
     after_pause = np.r_[False, app.pair_think[a:b - 1] >= app.anchor_think]
-    if app.early and app.pair_early.size:
-        after_pause |= np.r_[False, app.pair_early[a + 1:b] > 0]
+    if (e := _early_mask(app, a, b)) is not None:
+        after_pause |= np.r_[False, e[1:]]
     at = np.where(after_pause & (app.pair_at[a:b] >= 0), app.pair_at[a:b], -1.0)
     return tuple(round(float(x), 9) for x in at) if (at >= 0).any() else ()
 
@@ -211,15 +212,22 @@ def _paces(app: AppSamples, a: int, b: int) -> tuple[tuple[int, float], ...]:
                  for n, t in zip(k, span, strict=True))
 
 
-def _early(app: AppSamples, a: int, b: int) -> tuple[bool, ...]:
-    """Which requests of pairs ``a:b`` (one TCP connection) leave without waiting for the
-    responses outstanding (their trace responses were not replies: ``pairEarly``); empty
-    unless the application's ``early`` is on, for UDP, without ``pairEarly`` or when none
-    but the first is (it waits for nothing)."""
-    if not app.early or app.proto != "tcp" or not app.pair_early.size or b - a < 2:
-        return ()
+def _early_mask(app: AppSamples, a: int, b: int) -> np.ndarray | None:
+    """Per pair of ``a:b`` (one connection), whether its request leaves without waiting
+    for the responses outstanding: the application's ``early`` "pairs", those whose trace
+    responses were not replies (``pairEarly``); "connections", all of a connection with
+    one such pair. None for "none", UDP, a model without ``pairEarly``, one pair."""
+    if app.early == "none" or app.proto != "tcp" or not app.pair_early.size or b - a < 2:
+        return None
     e = app.pair_early[a:b] > 0
-    return tuple(bool(x) for x in e) if e[1:].any() else ()
+    return np.full(b - a, bool(e.any())) if app.early == "connections" else e
+
+
+def _early(app: AppSamples, a: int, b: int) -> tuple[bool, ...]:
+    """The connection's ``early`` (:func:`_early_mask`); empty when none but the first
+    request is early (it waits for nothing)."""
+    e = _early_mask(app, a, b)
+    return tuple(bool(x) for x in e) if e is not None and e[1:].any() else ()
 
 
 def _own_waits(app: AppSamples, a: int, b: int) -> tuple[float, ...]:
@@ -531,8 +539,7 @@ def build_schedule(apps: list[AppSamples], clients: list[str], servers: list[str
     sessions, hosts = map_hosts(drawn, clients, servers, client_rates, server_rates,
                                 duration_s, rng, observed_delays, server_delays,
                                 observed_clients, client_delays)
-    req = sum(session_bytes(s)[0] for s in sessions)
-    rsp = sum(session_bytes(s)[1] for s in sessions)
+    req, rsp = (sum(x) for x in zip(*map(session_bytes, sessions), strict=True))
     info = {"scale": scale, "apps": [a.name for a in usable], **counts,
             "arrivals": process.name, "target_mbps": target_mbps,
             "offered_mbps": {"forward": 8 * req / duration_s / 1e6,

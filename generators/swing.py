@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from swell.errors import SwellError
 from swell.generators import hostmap
@@ -369,12 +369,21 @@ class SwingSpec(KindSpec):
         "connection's start), once its previous response is in; the others leave after "
         "their response and think time. 0 anchors every request but a connection's first "
         "(docs/fidelity.md, \"Anchored requests\")")
-    early_requests: bool = Field(
-        False, description="with rre_draw: session, a TCP request whose response in the trace "
-        "was not a reply (it left the server before the request could have arrived: the "
-        "model's pairEarly) leaves at its time there without waiting for the responses "
-        "outstanding, so the server's responses follow each other as the trace's did "
+    early_requests: Literal["none", "pairs", "connections"] = Field(
+        "none", description="with rre_draw: session, pairs: a TCP request whose response in "
+        "the trace was not a reply (it left the server before the request could have "
+        "arrived: the model's pairEarly) leaves at its time there without waiting for the "
+        "responses outstanding, so the server's responses follow each other as the trace's "
+        "did; connections: every request of a connection that had such a pair does (both "
+        "sides streamed on their own clocks); none: every request waits for the responses "
+        "before it. true and false read as pairs and none "
         "(docs/fidelity.md, \"Responses that were not replies\")")
+
+    @field_validator("early_requests", mode="before")
+    @classmethod
+    def _early_bool(cls, v: Any) -> Any:
+        return {True: "pairs", False: "none"}.get(v, v) if isinstance(v, bool) else v
+
     server_match: Literal["delay", "none"] = Field(
         "delay", description="delay: an observed server's RREs go to emulated servers whose "
         "access link's one-way delay is nearest that server's own in the trace "

@@ -4,7 +4,8 @@
 * the extractor flags a pair whose response left its server before its request could
   have arrived (by hand, and on the bundled trace, where the model keeps the flags);
 * a whole session's TCP connection carries them (``early``) only when the spec asks,
-  each such request anchored at its trace time; the schedule file keeps them; bad ones
+  each such request anchored at its trace time; with ``early_requests: connections``
+  every request of a connection that has one; the schedule file keeps them; bad ones
   are errors, in the file and in the model;
 * swell-gen sends an early request without waiting for the responses outstanding and
   reads the responses that follow each other in one stream (loopback, no root): four
@@ -82,7 +83,7 @@ def test_whole_sessions_carry_them_only_when_asked(example_model: Path) -> None:
     base, scale = spec_samples(SwingSpec(model=src, rre_draw="session"), m, src)
     asked, _ = spec_samples(SwingSpec(model=src, rre_draw="session", early_requests=True),
                             m, src)
-    assert not any(a.early for a in base) and all(a.early for a in asked)
+    assert {a.early for a in base} == {"none"} and {a.early for a in asked} == {"pairs"}
     assert any(a.pair_early.sum() for a in asked)
     kw = {"scale": scale, "rre_draw": "session", "start": "empty"}
     plain = build_schedule(base, CLIENTS, SERVERS, 120.0, 3, **kw)
@@ -101,6 +102,36 @@ def test_whole_sessions_carry_them_only_when_asked(example_model: Path) -> None:
             if flag and d.at:
                 assert d.at[i] >= 0 or c.at == ()  # anchored where the trace has a time
     assert n >= 1
+
+
+def test_connections_make_every_request_of_theirs_early(example_model: Path) -> None:
+    from swell.generators.swing import SwingSpec, spec_samples
+
+    m, src = load_model(example_model), str(example_model)
+    kw = {"rre_draw": "session", "start": "empty"}
+    scheds = {}
+    for mode in ("pairs", "connections"):
+        apps, scale = spec_samples(SwingSpec(model=src, early_requests=mode, **kw), m, src)
+        assert {a.early for a in apps} == {mode}
+        scheds[mode] = build_schedule(apps, CLIENTS, SERVERS, 120.0, 3, scale=scale, **kw)
+    n = 0
+    for (*_, c), (*_, d) in zip(scheds["pairs"].conns(), scheds["connections"].conns(),
+                                strict=True):
+        # the same sessions; a connection with an early pair has them all early, and
+        # every request but its first anchored where the trace has a time
+        assert dataclasses.replace(c, at=(), early=()) == dataclasses.replace(d, at=(),
+                                                                              early=())
+        assert bool(c.early) == bool(d.early)
+        if not d.early:
+            assert d.at == c.at
+            continue
+        n += 1
+        assert all(d.early) and len(d.early) == len(d.pairs)
+        assert len(d.at) == len(d.pairs) and min(d.at[1:]) >= 0  # the bundled trace: all
+        assert set(d.at[1:]) >= {x for x in c.at[1:] if x >= 0}
+    assert n >= 1
+    assert sum(sum(d.early) for *_, d in scheds["connections"].conns()) > sum(
+        sum(c.early) for *_, c in scheds["pairs"].conns())
 
 
 def test_the_file_keeps_them_and_refuses_bad_ones(tmp_path: Path) -> None:
