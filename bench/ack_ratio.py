@@ -25,6 +25,22 @@ from swell.analysis.acks import measure  # noqa: E402
 from swell.errors import SwellError  # noqa: E402
 
 
+def by_port_table(rows: list[dict]) -> list[str]:
+    """``measure(..., by_port=N)["by_port"]`` as a table: per server port, each side's
+    ACKs per data segment received and its hosts that ACK every segment."""
+    out = [f"{'port':>6} {'client acks/seg':>16} {'clients every':>14} "
+           f"{'server acks/seg':>16} {'servers every':>14}"]
+    for r in rows:
+        s2c, c2s = r["s2c"], r["c2s"]  # a client receives s2c data, a server c2s
+        if not (s2c["data_segments"] or c2s["data_segments"]):
+            continue
+        every = [f"{x['receivers_every_segment']:.2f} of {x['receivers_judged']}"
+                 if x["receivers_judged"] else "-" for x in (s2c, c2s)]
+        out.append(f"{r['port']:>6} {s2c['acks_per_data_segment']:>16.3f} {every[0]:>14} "
+                   f"{c2s['acks_per_data_segment']:>16.3f} {every[1]:>14}")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,16 +62,7 @@ def main() -> int:
         return 0
     print(f"{', '.join(a.captures)}: ACKs per data segment received, and the share of "
           "receiving hosts (10+ segments) that ACK 0.75 or more of them")
-    print(f"{'port':>6} {'client acks/seg':>16} {'clients every':>14} "
-          f"{'server acks/seg':>16} {'servers every':>14}")
-    for r in res["by_port"]:
-        s2c, c2s = r["s2c"], r["c2s"]  # a client receives s2c data, a server c2s
-        if not (s2c["data_segments"] or c2s["data_segments"]):
-            continue
-        every = [f"{x['receivers_every_segment']:.2f} of {x['receivers_judged']}"
-                 if x["receivers_judged"] else "-" for x in (s2c, c2s)]
-        print(f"{r['port']:>6} {s2c['acks_per_data_segment']:>16.3f} {every[0]:>14} "
-              f"{c2s['acks_per_data_segment']:>16.3f} {every[1]:>14}")
+    print("\n".join(by_port_table(res["by_port"])))
     return 0
 
 

@@ -36,6 +36,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from ack_ratio import by_port_table  # noqa: E402
 
 from swell.analysis.acks import measure  # noqa: E402
 from swell.topologies.topology import new_prefix  # noqa: E402
@@ -126,15 +129,9 @@ def main() -> int:
         print(f"{what:<26} {receiver:<16} {r['segments']:>9} {r['acks']:>6} "
               f"{r['ratio']:>13.2f}")
     if args.trace:
-        print(f"\n{args.trace}: per server port, ACKs per data segment received "
-              "(hosts that ACK 0.75 or more of 10+ segments)")
-        for r in measure([args.trace], by_port=2)["by_port"]:
-            c, s = r["s2c"], r["c2s"]
-            if c["data_segments"] >= 100:
-                print(f"  port {r['port']:>5}: clients {c['acks_per_data_segment']:.2f} "
-                      f"({c['receivers_every_segment']} of {c['receivers_judged']}), "
-                      f"servers {s['acks_per_data_segment']:.2f} "
-                      f"({s['receivers_every_segment']} of {s['receivers_judged']})")
+        print(f"\n{args.trace}: per server port, ACKs per data segment received and the "
+              "share of receiving hosts (10+ segments) that ACK 0.75 or more of them")
+        print("\n".join(by_port_table(measure([args.trace], by_port=2)["by_port"])))
     return 0
 
 
