@@ -142,13 +142,19 @@ MAX_HOSTS = 256  # emulated hosts per side at most; the trace's servers fold ont
 
 
 def topology_dict(model: Path, n_clients: int, n_servers: int, seed: int = SEED,
-                  at_clients: bool = False) -> dict[str, Any]:
-    """A dumbbell with model-drawn access links and a bottleneck that is not the limit."""
+                  at_clients: bool = False,
+                  quickack: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A dumbbell with model-drawn access links and a bottleneck that is not the limit;
+    ``quickack``: per side, (port, share) of the hosts that ACK every segment."""
+    quick = {side: [{"port": p, "share": s} for p, s in rows]
+             for side, rows in (quickack or {}).items()}
     return {
         "network": "10.79.0.0/16",
         "bottleneck": {"rate_mbps": 100, "delay_ms": 0, "queue_packets": 1000},
-        "clients": {"count": n_clients, "model": {"path": str(model), "side": "client"}},
-        "servers": {"count": n_servers, "model": {"path": str(model), "side": "server"}},
+        "clients": {"count": n_clients, "model": {"path": str(model), "side": "client"},
+                    "quickack": quick.get("client", [])},
+        "servers": {"count": n_servers, "model": {"path": str(model), "side": "server"},
+                    "quickack": quick.get("server", [])},
         "engine": "native",
         "capture": {"clients": at_clients},
         "seed": seed,
@@ -157,12 +163,15 @@ def topology_dict(model: Path, n_clients: int, n_servers: int, seed: int = SEED,
 
 def bench_spec(model_dir: Path, model: Any, seed: int = SEED) -> Any:
     """The topology spec: as many emulated hosts per side as the model has observed hosts."""
+    from swell.generators.samples import quickack_shares
     from swell.topologies.spec import spec_from_dict
 
     n_c = min(MAX_HOSTS, max(1, len(model.arrays["net/client/delay_s"])))
     n_s = min(MAX_HOSTS, max(1, len(model.arrays["net/server/delay_s"])))
+    quick = quickack_shares(model) if ACKS == "model" else None
     return spec_from_dict(topology_dict(model_dir, n_c, n_s, seed,
-                                        monitor_of(model)[0] == "clients"), "fidelity topology")
+                                        monitor_of(model)[0] == "clients", quick),
+                          "fidelity topology")
 
 
 def monitor_of(model: Any) -> tuple[str, str]:
@@ -209,6 +218,7 @@ PAIR_WAIT = "own"  # --pair-wait drawn: whole sessions' waits drawn afresh (befo
 CLIENT_MATCH = "link"  # --client-match none: whole sessions on the least loaded client host
 ANCHOR_THINK_S = DEFAULT_ANCHOR_THINK_S  # --anchor-think: requests after this pause anchored
 EARLY = "none"  # --early pairs|connections: requests that do not wait (early_requests)
+ACKS = "model"  # --acks stack: every host delays its ACKs (before 2026-12-01 evening)
 MONITOR = "auto"  # --monitor: where the generated traffic is judged (monitor_of)
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
 RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every namespace
@@ -592,6 +602,11 @@ def main() -> int:
                     "a reply (the model's pairEarly) leaves at its time without waiting for "
                     "the responses outstanding; connections: every request of a connection "
                     "that had one (swell run's early_requests; default none)")
+    ap.add_argument("--acks", choices=("model", "stack"), default="model",
+                    help="model: the share of the trace's hosts that ACKed every segment "
+                    "does so per application and side (a route with quickack: swell run's "
+                    "acks); stack: every host keeps the kernel's delayed ACKs (the tables "
+                    "before 2026-12-01 evening)")
     ap.add_argument("--client-match", choices=("link", "none"), default="link",
                     help="link: a whole session (--rre-draw session) goes to a client host "
                     "whose link is nearest its own client's (swell run's default); none: to "
@@ -624,6 +639,7 @@ def main() -> int:
     unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
     global SERVER_MATCH, CLIENT_MATCH, PAIR_WAIT, CLIENT_RATE_MBPS, MONITOR, ANCHOR_THINK_S, EARLY
+    global ACKS
     MONITOR = args.monitor
     CALIBRATE = args.calibrate
     START = args.start
@@ -633,6 +649,7 @@ def main() -> int:
     PAIR_WAIT = args.pair_wait
     ANCHOR_THINK_S = args.anchor_think
     EARLY = args.early
+    ACKS = args.acks
     if ANCHOR_THINK_S < 0:
         print("fidelity: --anchor-think must be 0 or more", file=sys.stderr)
         return 2
@@ -700,7 +717,8 @@ def main() -> int:
                 "calibrated": CALIBRATE, "rre_draw": RRE_DRAW, "start": START,
                 "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH,
                 "client_match": CLIENT_MATCH, "pair_wait": PAIR_WAIT,
-                "anchor_think_s": ANCHOR_THINK_S, "early_requests": EARLY})
+                "anchor_think_s": ANCHOR_THINK_S, "early_requests": EARLY,
+                "acks": ACKS})
             summary["jobs"] = args.jobs
             write_json(args.out / name / "seeds.json", summary)
             text = seeds_table(name, summary)

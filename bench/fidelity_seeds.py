@@ -74,6 +74,13 @@ def seeds_summary(results: list[FidelityResult], settings: dict[str, Any]) -> di
     return out
 
 
+# early_requests -> its words in a table's header (true: the opt-in's first form, pairs)
+_EARLY = {"pairs": ", early requests where the trace's responses were not replies",
+          "True": ", early requests where the trace's responses were not replies",
+          "connections": ", early connections (every request of a connection with a "
+                         "not-reply pair on the trace's clock)"}
+
+
 def seeds_table(name: str, summary: dict[str, Any]) -> str:
     seeds = summary["seeds"]
     lines = [f"{name}: seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}, no selection)"
@@ -88,12 +95,13 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
              + (f", requests after {summary['anchor_think_s']:g} s pauses anchored"
                 if summary.get("rre_draw") == "session"
                 and summary.get("anchor_think_s", ANCHOR_THINK_S) != ANCHOR_THINK_S else "")
-             + (", early requests where the trace's responses were not replies"
-                if summary.get("rre_draw") == "session" and summary.get("early_requests")
-                else "")
+             + (_EARLY.get(str(summary.get("early_requests")), "")
+                if summary.get("rre_draw") == "session" else "")
              + (", whole sessions behind their clients' links"
                 if summary.get("rre_draw") == "session" and summary.get("client_match") == "link"
                 else "")
+             + (", receivers ACK as the trace's per application (quickack)"
+                if summary.get("acks") == "model" else "")
              + f", TCP {summary.get('congestion_control') or 'bbr (host default)'}"
              + (f", tcp_rmem {summary['tcp_rmem']}" if summary.get("tcp_rmem") else "")
              + (f", access links x{summary['capacity_scale']:g}"

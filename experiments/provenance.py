@@ -33,6 +33,7 @@ import hashlib
 import importlib.metadata
 import os
 import platform
+import re
 import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from swell import __version__
+from swell.topologies.quickack import TABLE as QUICKACK_TABLE
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -206,7 +208,8 @@ def _offloads(text: str) -> dict[str, bool]:
 
 
 def network_state(topo: Any) -> dict[str, Any]:
-    """Per namespace of a running topology: qdiscs, sysctls and interface offloads."""
+    """Per namespace of a running topology: qdiscs, sysctls, interface offloads and
+    its quick-ack receivers' policy rules per port."""
     return namespace_state(topo.layout.nodes, topo.run_in)
 
 
@@ -219,7 +222,8 @@ _STATE_SCRIPT = (
     f'echo "{_MARK}qdiscs"; tc -s qdisc show || echo "{_MARK}failed"; '
     'for i in $(ls /sys/class/net); do [ "$i" = lo ] && continue; '
     f'echo "{_MARK}ethtool $i"; ethtool -k "$i" || echo "{_MARK}failed"; done; '
-    f'echo "{_MARK}sysctls"; sysctl -e {" ".join(SYSCTLS)}'
+    f'echo "{_MARK}sysctls"; sysctl -e {" ".join(SYSCTLS)}; '
+    f'echo "{_MARK}rules"; ip rule show; ip -6 rule show'
 )
 
 
@@ -262,5 +266,18 @@ def namespace_state(nodes: Any, run_in: Callable[..., subprocess.CompletedProces
             "qdiscs": qdiscs,
             "sysctls": _parse_sysctls(found.get("sysctls") or ""),
             "offloads_on": offloads,
+            "quickack_rules": quickack_rules(found.get("rules") or ""),
         }
     return state
+
+
+def quickack_rules(text: str) -> dict[str, int]:
+    """``ip rule show`` output -> the policy rules of quick-ack receivers per port
+    match (``dport 443``: hosts that ACK every segment they get from port 443; see
+    :mod:`swell.topologies.quickack`)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        m = re.search(rf"ipproto tcp ([sd]port \d+) lookup {QUICKACK_TABLE}\b", line)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0) + 1
+    return out

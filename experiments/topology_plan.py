@@ -12,6 +12,9 @@ the concrete spec:
 * otherwise the group gets the kind's count (the user's count when the kind
   leaves it open, else its default) and its access links: drawn from the
   kind's model, or unshaped (``access: {}``);
+* a group the kind asks quick-ack receivers of (per application port, the share of
+  its hosts that acknowledge every segment: a Swing model's ``acks``) gets its
+  ``quickack`` list, unless the user gave one;
 * a kind that asks for a fixed loss sets it on both directions of the bottleneck.
 """
 
@@ -32,6 +35,8 @@ def _group(user: dict[str, Any], need: GroupNeed | None) -> dict[str, Any]:
         group["count"] = need.count
     elif group.get("count") is None:
         group["count"] = need.default_count
+    if need.quickack and not group.get("quickack"):  # the user's own list wins
+        group["quickack"] = [{"port": port, "share": share} for port, share in need.quickack]
     if not explicit:
         if need.model is not None:
             group["model"] = {"path": str(need.model), "side": need.side}

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from swell.extract.ackmode import ack_shares
 from swell.extract.conntypes import TCP, UDP, WELL_KNOWN, ConnTable, PendingTable
 
 
@@ -560,6 +561,7 @@ def _summaries(
     bytes_c2s, bytes_s2c = total("new_bytes_c2s", "acked_c2s"), total("new_bytes_s2c", "acked_s2c")
     wire_c2s, wire_s2c = total("wire_c2s"), total("wire_s2c")
     lower, inferred, one_way = count("lower_bound"), count("client_inferred"), count("one_way")
+    acks = ack_shares(c, code, napps)
     out = {}
     for ai, app in enumerate(names):
         mine = np.flatnonzero(uc_app == ai)  # ports in increasing order: the lowest wins ties
@@ -579,6 +581,7 @@ def _summaries(
             "sessions": sessions[ai],
             "rres": rres[ai],
             "sessions_per_s": sessions[ai] / duration if duration > 0 else 0.0,
+            "acks": acks[ai],
         }
     return out
 

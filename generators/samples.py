@@ -199,6 +199,35 @@ def load_app_samples(model_dir: str | os.PathLike[str], base_port: int = 5000,
     return app_samples(load_model(model_dir), model_dir, base_port, apps)
 
 
+def app_ports(model: SwingModel, base_port: int = 5000,
+              apps: list[str] | None = None) -> dict[str, int]:
+    """The emulated server port of each of ``apps`` (default: all, in the model's order):
+    the model's ``server_port``, else ``base_port`` + its index among them."""
+    out = {}
+    for i, name in enumerate(model.apps if apps is None else apps):
+        port = model.app_info(name).get("server_port")
+        out[name] = int(port) if isinstance(port, int) and 0 < port < 65536 else base_port + i
+    return out
+
+
+def quickack_shares(model: SwingModel) -> dict[str, tuple[tuple[int, float], ...]]:
+    """Per side (``client``, ``server``): (emulated port, share of the hosts that
+    acknowledged every segment they received) of each TCP application the model saw
+    such hosts in (its ``acks``, :mod:`swell.extract.ackmode`; none in a model written
+    before them)."""
+    ports = app_ports(model)
+    out: dict[str, tuple[tuple[int, float], ...]] = {}
+    for side in ("client", "server"):
+        rows = []
+        for name in model.apps:
+            info = model.app_info(name)
+            share = (info.get("acks") or {}).get(side, {}).get("every_segment_share")
+            if info.get("transport", "tcp") == "tcp" and share:
+                rows.append((ports[name], float(share)))
+        out[side] = tuple(rows)
+    return out
+
+
 def app_samples(model: SwingModel, source: str | os.PathLike[str], base_port: int = 5000,
                 apps: list[str] | None = None) -> tuple[list[AppSamples], float]:
     """:func:`load_app_samples` of a model already loaded (``source`` names it in errors)."""
@@ -207,10 +236,10 @@ def app_samples(model: SwingModel, source: str | os.PathLike[str], base_port: in
         raise SwellError(source, f"no application(s) {', '.join(unknown)} in the model "
                                     f"(it has {', '.join(model.apps)})")
     out = []
-    for i, name in enumerate(names):
+    ports = app_ports(model, base_port, names)
+    for name in names:
         info = model.app_info(name)
-        port = info.get("server_port")
-        port = int(port) if isinstance(port, int) and 0 < port < 65536 else base_port + i
+        port = ports[name]
         proto = str(info.get("transport", "udp" if name.endswith("udp") else "tcp"))
         fields = {f: np.asarray(model.samples(name, p), dtype=float)
                   for f, p in MODEL_PARAMS.items()}

@@ -387,6 +387,12 @@ class SwingSpec(KindSpec):
     def _early_bool(cls, v: Any) -> Any:
         return {True: "pairs", False: "none"}.get(v, v) if isinstance(v, bool) else v
 
+    acks: Literal["model", "stack"] = Field(
+        "model", description="model: the share of the trace's hosts that acknowledged every "
+        "segment they received, per application and side (the model's acks), does so on "
+        "the emulated hosts (a route with quickack; the rest keep delayed ACKs); stack: "
+        "every host keeps the kernel's delayed ACKs (docs/fidelity.md, \"Who acknowledges "
+        "every segment\")")
     server_match: Literal["delay", "none"] = Field(
         "delay", description="delay: an observed server's RREs go to emulated servers whose "
         "access link's one-way delay is nearest that server's own in the trace "
@@ -609,10 +615,16 @@ class SwingKind(TrafficKind):
         have = self.model is not None and (self.model / "model.json").is_file()
         sizes = pool_sizes(self.model) if have and self.model else {
             "client": DEFAULT_CLIENTS, "server": DEFAULT_SERVERS}
+        quick: dict[str, tuple[tuple[int, float], ...]] = {}
+        if have and self.model and self.s.acks == "model":
+            from swell.extract.model import load_model
+            from swell.generators.samples import quickack_shares
+
+            quick = quickack_shares(load_model(self.model))
         return HostNeeds(clients=GroupNeed(default_count=sizes["client"], model=self.model,
-                                           side="client"),
+                                           side="client", quickack=quick.get("client", ())),
                          servers=GroupNeed(default_count=sizes["server"], model=self.model,
-                                           side="server"))
+                                           side="server", quickack=quick.get("server", ())))
 
     def model_dir(self) -> Path | None:
         return self.model

@@ -189,6 +189,9 @@ class GroupNeed:
     default_count: int = 1
     model: Path | None = None  # access links drawn from this Swing model (else unshaped)
     side: str = "client"  # which side of the model the links are drawn from
+    # (server port, share of the hosts): that share acknowledges every TCP segment it
+    # receives on that application's connections (swell.topologies.quickack)
+    quickack: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ Shape of a spec (YAML)::
     servers:
       count: 20
       model: {path: models/web, side: server}               # drawn from a Swing model
+      quickack: [{port: 443, share: 0.5}]  # half the servers ACK every segment on 443
     foreground: {clients: 1, servers: 1}                    # unconstrained access links
     capture: {enabled: true, snaplen: 128}
     seed: 1
@@ -173,6 +174,15 @@ class ModelDraw(StrictModel):
     queue_packets: int = Field(100, ge=1, le=1_000_000)
 
 
+class QuickAck(StrictModel):
+    """A share of a group's hosts that acknowledge every TCP segment they receive on
+    one application's connections (``port``: the server's port; the clients match it
+    as destination, the servers as source). :mod:`swell.topologies.quickack`."""
+
+    port: int = Field(..., ge=1, le=65535)
+    share: float = Field(..., ge=0.0, le=1.0)
+
+
 class HostGroup(StrictModel):
     """Background emulated hosts: many addresses multiplexed onto a few namespaces."""
 
@@ -180,6 +190,9 @@ class HostGroup(StrictModel):
     namespaces: int = Field(1, ge=1, le=MAX_NAMESPACES_PER_GROUP)
     access: LinkDir | list[LinkDir] | None = None
     model: ModelDraw | None = None
+    quickack: list[QuickAck] = Field(
+        default_factory=list, description="per application port, the share of these hosts "
+        "that ACK every segment (a route with quickack); the rest keep delayed ACKs")
 
     @model_validator(mode="after")
     def _source(self) -> HostGroup:
@@ -192,6 +205,9 @@ class HostGroup(StrictModel):
             )
         if self.count and self.namespaces > self.count:
             raise ValueError(f"namespaces ({self.namespaces}) exceeds count ({self.count})")
+        ports = [q.port for q in self.quickack]
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"quickack names a port twice ({sorted(ports)})")
         return self
 
 

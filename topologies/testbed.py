@@ -58,6 +58,7 @@ from pydantic import Field, ValidationError, model_validator
 from swell.errors import SwellError
 from swell.fsutil import write_json, write_text
 from swell.topologies.addressing import NodePlan, plan_addresses
+from swell.topologies.quickack import quickack_hosts
 from swell.topologies.spec import LinkDir, TopologySpec, format_validation_error
 from swell.typed import StrictModel
 
@@ -196,6 +197,8 @@ class EdgeVars:
     aliases: tuple[str, ...]  # its emulated hosts
     network: str  # the experiment's emulated network, routed via the router
     congestion_control: str | None = None  # the experiment's, set machine-wide (undone after)
+    # its aliases that ACK every segment on one port: (alias, "dport"|"sport", port)
+    quickack: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,9 @@ def plan_testbed(spec: TopologySpec, links: dict[str, list[tuple[Any, LinkDir]]]
     plan = plan_addresses(spec)
     where = _node_machines(plan.nodes, hosts)
     link_of = {str(ip): link for side in links.values() for ip, link in side}
+    quick: dict[str, list[tuple[str, str, int]]] = {}
+    for node, h, match, port in quickack_hosts(spec, plan):
+        quick.setdefault(where[node.suffix].name, []).append((str(h), match, port))
     edges, ports, emulated = [], [], []
     for i, m in enumerate(hosts.machines):
         nodes = [n for n in plan.nodes if where[n.suffix].name == m.name]
@@ -262,7 +268,8 @@ def plan_testbed(spec: TopologySpec, links: dict[str, list[tuple[Any, LinkDir]]]
         subnets = tuple(str(n.subnet) for n in nodes)
         aliases = tuple(str(h) for n in nodes for h in n.hosts)
         edges.append(EdgeVars(m.name, m.role, side, m.iface, f"{m_ip}/30", str(r_ip), subnets,
-                              aliases, str(spec.network), congestion_control))
+                              aliases, str(spec.network), congestion_control,
+                              tuple(quick.get(m.name, ()))))
         ports.append(RouterPort(m.name, side, m.router_iface, f"{r_ip}/30", str(m_ip), subnets))
         for n in nodes:
             for h in n.hosts:

@@ -6,7 +6,9 @@ one command of ``ip``, ``tc``, ``sysctl`` or ``ethtool`` (in the router's core
 namespace where it says so), with the state it leaves (its *check*) and how
 it is undone. Edge machine (:func:`edge_steps`): its experiment interface up,
 the link's ``/30``, the emulated hosts as ``/32`` aliases, the route to the
-experiment's network via the router, offloads off, the experiment's TCP.
+experiment's network via the router (again with ``quickack`` in a table of its own,
+and a rule per alias chosen to ACK every segment on a port), offloads off, the
+experiment's TCP.
 Router (:func:`router_steps`): the core namespace and its two veths, the
 per-side routing tables, a policy rule per incoming link, routes to every
 machine's emulated subnets, forwarding on and reverse-path filtering off,
@@ -45,6 +47,8 @@ from swell.fsutil import write_json
 from swell.topologies.layout import HOST_SYSCTLS
 
 Step = dict[str, Any]
+QUICKACK_PREF = 7800  # an edge machine's quick-ack rules: QUICKACK_PREF + their index
+QUICKACK_TABLE = 7703  # and their table (the router's are 7700.. and 7701/7702)
 OFFLOADS = ("tso", "gso", "gro")
 _ETHTOOL_NAMES = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
                   "generic-receive-offload": "gro"}
@@ -93,12 +97,33 @@ def edge_steps(v: dict[str, Any]) -> list[Step]:
     out.append(step(f"route to {v['network']} via the router", "ip", ["route", "add", *route],
                     {"route": v["network"], "via": v["router_ip"]},
                     ["ip", "route", "del", *route]))
+    out += _quickack_steps(v)
     out.append(_offloads(dev))
     if v.get("congestion_control"):  # the experiment's TCP, as a local run sets per namespace
         out.append(_sysctl("net.ipv4.tcp_congestion_control", v["congestion_control"]))
     # its emulated hosts open connections as a local run's host namespaces do (TIME_WAIT
     # ports reused after 1 s: topologies/layout.py); teardown restores the machine's value
     out += [_sysctl(k, val) for k, val in HOST_SYSCTLS.items()]
+    return out
+
+
+def _quickack_steps(v: dict[str, Any]) -> list[Step]:
+    """The machine's aliases that ACK every segment on one port (its ``quickack``,
+    :mod:`swell.topologies.quickack`): the experiment's route again in their own table
+    with ``quickack 1``, and one policy rule per alias and port into it."""
+    if not v.get("quickack"):
+        return []
+    dev, table = v["iface"], str(QUICKACK_TABLE)
+    route = [v["network"], "via", v["router_ip"], "dev", dev, "table", table, "quickack", "1"]
+    out = [step(f"table {table}: the route with quickack", "ip", ["route", "add", *route],
+                {"route": v["network"], "table": table, "via": v["router_ip"]},
+                ["ip", "route", "flush", "table", table])]
+    for i, (alias, match, port) in enumerate(v["quickack"]):
+        pref = str(QUICKACK_PREF + i)
+        out.append(step(f"rule {pref}: {alias} ACKs every segment ({match} {port})", "ip",
+                        ["rule", "add", "pref", pref, "from", alias, "ipproto", "tcp", match,
+                         str(port), "lookup", table], {"rule": pref},
+                        ["ip", "rule", "del", "pref", pref]))
     return out
 
 

@@ -50,8 +50,9 @@ from swell.topologies.engines import (
     make_engine,
     probe_engines,
 )
-from swell.topologies.layout import Layout, build_layout, in_ns, stop_layout
+from swell.topologies.layout import Layout, build_layout, in_ns, run, stop_layout
 from swell.topologies.modelnet import group_links
+from swell.topologies.quickack import quickack_lines
 from swell.topologies.spec import LinkDir, TopologySpec
 
 STATE_ROOT = Path(os.environ.get("SWELL_STATE_ROOT", "/run/swell"))
@@ -276,6 +277,7 @@ class Topology:
             self.layout = Layout(self.prefix, self.plan, self.engine.kernel_forwarding)
             build_layout(self.layout)
             self._note_namespaces()
+            self._quickack()
             if self.capture_dir is not None and self.spec.capture.enabled:
                 self.capture_dir.mkdir(parents=True, exist_ok=True)
                 self.captures = cap.capture_paths(self.capture_dir.resolve())
@@ -307,6 +309,15 @@ class Topology:
         except BaseException:
             self.down()
             raise
+
+    def _quickack(self) -> None:
+        """The groups' quick-ack receivers (:mod:`swell.topologies.quickack`)."""
+        assert self.layout is not None
+        family = ["-6"] if self.plan.version == 6 else []
+        for suffix, lines in quickack_lines(self.spec, self.plan,
+                                            self.layout.host_intf).items():
+            run(["ip", *family, "-n", self.layout.name(suffix), "-batch", "-"],
+                stdin="\n".join(lines) + "\n")
 
     def _note_namespaces(self) -> None:
         """Remember the inode of every node's namespace (to find processes left in them)."""

@@ -50,8 +50,10 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespace
 
 SPEC = {"network": "10.79.0.0/16", "bottleneck": {"rate_mbps": 20, "delay_ms": 10},
         "clients": {"count": 4, "namespaces": 2,
-                    "access": [{"delay_ms": d, "rate_mbps": 10} for d in (1, 2, 3, 4)]},
-        "servers": {"count": 2, "access": {"delay_ms": 3, "rate_mbps": 10}},
+                    "access": [{"delay_ms": d, "rate_mbps": 10} for d in (1, 2, 3, 4)],
+                    "quickack": [{"port": 443, "share": 0.5}]},
+        "servers": {"count": 2, "access": {"delay_ms": 3, "rate_mbps": 10},
+                    "quickack": [{"port": 443, "share": 1.0}]},
         "foreground": {"clients": 0, "servers": 0}, "seed": 5}
 MACHINES = {"c0": "bg_clients", "c1": "bg_clients", "s0": "bg_servers"}
 FRAME_BITS = 98 * 8
@@ -276,6 +278,16 @@ def test_router_shapes_with_each_engine(netns, tmp_path, engine):
     state = Path(hv["rtr"]["swell_state"])
     try:
         assert json.loads((state / "engine.json").read_text())["engine"] == engine
+        # the quick-ack hosts' rules, on the machines that carry them (two of the four
+        # clients, both servers), into the table with the quick-ack route
+        quick = {m: re.findall(r"from (\S+) ipproto tcp ([sd]port 443) lookup 7703",
+                               _rules(ns[m])) for m in MACHINES}
+        assert sum(len(quick[m]) for m in ("c0", "c1")) == 2, quick
+        assert sorted(quick["s0"]) == sorted((h.ip, "sport 443") for h in plan.hosts
+                                             if h.side == "right"), quick
+        routes = subprocess.run(["ip", "-n", ns["s0"], "route", "show", "table", "7703"],
+                                capture_output=True, text=True).stdout
+        assert "quickack 1" in routes, routes
         clients = [h for h in plan.hosts if h.side == "left"]
         servers = [h for h in plan.hosts if h.side == "right"]
         where = {h.ip: ns[h.machine] for h in plan.hosts}
@@ -307,4 +319,10 @@ def test_router_shapes_with_each_engine(netns, tmp_path, engine):
                  if w.startswith(plan.prefix)]
     left += shaping_qdiscs({n: ["tc", "-n", n] for n in ns.values()})
     left += [str(p) for p in (tmp_path / "work").glob(f"{plan.prefix}/*")]
+    left += [f"{m}: {r}" for m in MACHINES for r in _rules(ns[m]).splitlines() if "7703" in r]
     assert not left, left
+
+
+def _rules(netns: str) -> str:
+    return subprocess.run(["ip", "-n", netns, "rule", "show"], capture_output=True,
+                          text=True).stdout

@@ -45,11 +45,11 @@ class Captured(MachineState):
         return self.outputs.get(" ".join(argv))
 
 
-def _vars(tmp_path):
+def _vars(tmp_path, **groups):
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(HOSTS))
     hf = load_hosts(path)
-    spec = spec_from_dict(SPEC)
+    spec = spec_from_dict({**SPEC, **groups})
     links = resolve_host_links(spec, plan_addresses(spec))
     plan = plan_testbed(spec, {k: list(v) for k, v in links.items()}, hf, "swl0001",
                         congestion_control="reno")
@@ -95,6 +95,40 @@ def test_an_edge_machine_laid_out_gets_nothing(tmp_path):
     state.outputs["ip route show table all"] = "10.78.0.0/16 via 172.30.9.9 dev eth1\n"
     state._cache.clear()
     assert [s["what"] for s in pending(v["steps"], state)] == [route["what"]]
+
+
+def test_quickack_aliases_get_a_table_and_a_rule_each(tmp_path):
+    """A group's quick-ack hosts (swell.topologies.quickack) on the machine that carries
+    them: the experiment's route with quickack in table 7703, one rule per alias and
+    port (each checked and undone by its own preference), the same hosts as locally."""
+    from swell.topologies.quickack import chosen_hosts
+
+    clients = {**SPEC["clients"], "quickack": [{"port": 443, "share": 0.6}]}
+    servers = {**SPEC["servers"], "quickack": [{"port": 443, "share": 1.0}]}
+    hv = _vars(tmp_path, clients=clients, servers=servers)
+    rules = {m: [s["args"] for s in hv[m]["swell_host"]["steps"] if s["args"][0] == "rule"]
+             for m in ("c0", "c1", "s0", "fc")}
+    assert [r[5] for r in rules["s0"]] == ["10.78.128.2", "10.78.128.3"]
+    assert all(r[6:10] == ["ipproto", "tcp", "sport", "443"] for r in rules["s0"])
+    assert rules["fc"] == []
+    chosen = {r[5] for m in ("c0", "c1") for r in rules[m]}
+    spec = spec_from_dict({**SPEC, "clients": clients})
+    hosts = [str(h) for h in plan_addresses(spec).bg_hosts("left")]
+    assert chosen == set(chosen_hosts(hosts, 0.6, 3, 443, "left")) and len(chosen) == 3
+    steps = hv["s0"]["swell_host"]["steps"]
+    route = next(s for s in steps if s["check"].get("table") == "7703")
+    assert route["args"][-2:] == ["quickack", "1"]
+    prefs = [s["check"]["rule"] for s in steps if "rule" in s["check"]]
+    assert prefs == ["7800", "7801"]
+    assert [s["undo"] for s in steps if "rule" in s["check"]] == [
+        ["ip", "rule", "del", "pref", p] for p in prefs]
+    # laid out but for the second rule: only that rule is left to do
+    state = Captured({"ip rule show": "0:\tfrom all lookup local\n7800:\tfrom 10.78.128.2 "
+                                      "ipproto tcp sport 443 lookup 7703\n",
+                      "ip route show table all": f"{' '.join(route['args'][2:])}\n"})
+    todo = [s["what"] for s in pending(steps, state)
+            if "rule" in s["check"] or s["check"].get("table")]
+    assert todo == ["rule 7801: 10.78.128.3 ACKs every segment (sport 443)"]
 
 
 def test_the_router_builds_its_core_first_and_shapes_only_with_netem(tmp_path):
