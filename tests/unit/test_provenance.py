@@ -101,6 +101,16 @@ ETHTOOL = ("Features for {0}:\nrx-checksumming: off\ntx-checksumming: on\n"
            "generic-receive-offload: on [fixed]\n")
 
 
+RULES_PLAIN = ("0:\tfrom all lookup local\n32766:\tfrom all lookup main\n",
+               "0:\tfrom all lookup local\n32766:\tfrom all lookup main\n")
+RULES_C0 = ("0:\tfrom all lookup local\n"
+            "1000:\tfrom 10.77.0.2 ipproto tcp dport 443 lookup 77\n"
+            "1000:\tfrom 10.77.0.4 ipproto tcp dport 443 lookup 77\n"
+            "1000:\tfrom 10.77.0.4 ipproto tcp dport 8443 lookup 770\n"
+            "32766:\tfrom all lookup main\n",
+            "1000:\tfrom fd00::5 ipproto tcp sport 80 lookup 77\n")
+
+
 def _namespace_runner(tmp: Path, calls: list[tuple[str, tuple[str, ...]]]):
     """A command runner that answers as three namespaces of a run would: it runs the
     real ``sh -c`` it is given, with ``tc``, ``ls``, ``ethtool`` and ``sysctl``
@@ -129,7 +139,12 @@ def _namespace_runner(tmp: Path, calls: list[tuple[str, tuple[str, ...]]]):
             "ethtool": (f'sed "s/IFACE/$2/" {tmp / node / "ethtool"}' if ok
                         else "echo 'no such device' >&2; exit 75"),
             "sysctl": f"cat {tmp / node / 'sysctl'}",
+            # ip rule show (IPv4) and ip -6 rule show: c0 has quick-ack receivers
+            "ip": (f'[ "$1" = -6 ] && cat {tmp / node / "rules6"} || cat {tmp / node / "rules"}'),
         }
+        rules = RULES_C0 if node == "c0" else RULES_PLAIN
+        (tmp / node / "rules").write_text(rules[0])
+        (tmp / node / "rules6").write_text(rules[1])
         for name, body in scripts.items():
             (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {log}\n{body}\n')
             (bin_dir / name).chmod(0o755)
@@ -164,6 +179,9 @@ def test_network_state_reads_back_from_host_json(tmp_path: Path) -> None:
     assert back["r0"]["sysctls"]["net.ipv4.tcp_congestion_control"] == "reno"
     assert back["r0"]["sysctls"]["net.ipv4.tcp_rmem"] == "4096 87380 6291456"
     assert back["c0"]["sysctls"]["net.core.rmem_max"] is None  # not answered: null
+    # the quick-ack receivers' rules per port match, both families; table 770 is not 77
+    assert back["c0"]["quickack_rules"] == {"dport 443": 2, "sport 80": 1}
+    assert back["r0"]["quickack_rules"] == {} and back["x0"]["quickack_rules"] == {}
     # where tc and ethtool fail: null qdiscs, no offloads, the sysctls still read
     assert back["x0"]["qdiscs"] is None and back["x0"]["offloads_on"] == {}
     assert back["x0"]["sysctls"]["net.ipv4.tcp_congestion_control"] == "cubic"
