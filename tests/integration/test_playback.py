@@ -313,24 +313,33 @@ def test_udp_playback_is_not_responsive_tcp_is(netns, tmp_path: Path) -> None:  
     if shutil.which("iperf3") is None:
         pytest.skip("needs iperf3")
     a, r, b, dst = routed(netns)
-    late_ms = {}
+    late_ms, steal_ms = {}, 0.0
     for proto, bulk in (("udp", True), ("tcp", True), ("tcp", False)):
         out = tmp_path / f"{proto}{bulk}"
         cfg = PlaybackConfig(trace=TRACE, out_dir=out, dst=dst, sender=Netns(a),
                              receiver=Netns(b), proto=proto, start_s=3.0, duration_s=10.0)
         gen = PlaybackGenerator(cfg)  # 2.7 Mbit/s on average, 9.5 Mbit/s in its busiest second
         out.mkdir(parents=True)
+        s0 = steal_ns()
         with bottleneck(netns, r, a, b, dst, 12 if bulk else None), \
                 capture(r, "ra", out / "in.pcap", f"{proto} and dst port 9700"):
             run_generator(gen)
+        if proto == "udp":
+            steal_ms = (steal_ns() - s0) / 1e6
         sizes = np.maximum(gen.leg_sizes(gen.legs[0]), DITG_MIN_PAYLOAD[proto])
         late = lateness_s(out / "in.pcap", proto, gen.legs[0].sched.t_s, sizes)
         late_ms[f"{proto}{' + bulk' if bulk else ''}"] = np.round(
             np.percentile(late, [50, 90]) * 1e3, 1).tolist()
-    print(f"lateness p50/p90 (ms) at a 6 Mbit/s bottleneck's input: {late_ms}")
+    print(f"lateness p50/p90 (ms) at a 6 Mbit/s bottleneck's input: {late_ms}; "
+          f"hypervisor steal during the UDP try {steal_ms:.0f} ms")
     # UDP keeps sending on the trace's schedule: its median lateness stays in
     # milliseconds (3-4 ms typically, 7.7 ms seen on a busy 2-core machine; p90
-    # leaves room for that CPU), where TCP beside the bulk flows is >= 300 ms late
-    assert late_ms["udp + bulk"][0] <= 20.0 and late_ms["udp + bulk"][1] <= 100.0
+    # leaves room for that CPU), where TCP beside the bulk flows is >= 300 ms late.
+    # D-ITG never catches up after the host holds it, so every hold the hypervisor
+    # takes adds to the lateness of what follows: allowed on top, as in the TPB test,
+    # half the steal during the try (summed over both CPUs; CI at f545b7c: 20.2 and
+    # 27.3 ms medians on a host with about 90 ms of steal per 5 s)
+    assert late_ms["udp + bulk"][0] <= 20.0 + steal_ms / 2, (late_ms, steal_ms)
+    assert late_ms["udp + bulk"][1] <= 100.0 + steal_ms / 2, (late_ms, steal_ms)
     # TCP backs off beside the bulk flows: far later than the same TCP playback alone
     assert late_ms["tcp + bulk"][0] >= max(300.0, 4 * late_ms["tcp"][0])
