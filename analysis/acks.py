@@ -35,12 +35,14 @@ from typing import Any
 
 import numpy as np
 
+# the cut and minimum the model's shares use (one definition: extract/ackmode.py)
+from swell.extract.ackmode import EVERY_CUT, HOST_MIN_SEGMENTS
 from swell.extract.reader import read_all
+
+__all__ = ["EVERY_CUT", "HOST_MIN_SEGMENTS", "load_tcp", "measure"]
 
 SYN, FIN, RST = 2, 1, 4
 BINS = ((1, 1), (2, 4), (5, 16), (17, 64), (65, 1 << 30))
-EVERY_CUT = 0.75  # a host acknowledging this share of its data segments or more ACKs each
-HOST_MIN_SEGMENTS = 10  # fewer data segments received: the host's ratio is not judged
 
 
 def load_tcp(paths: list[str]) -> dict[str, np.ndarray]:

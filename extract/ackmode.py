@@ -16,9 +16,9 @@ data packets, its SYN (or SYN/ACK) and its FIN; the segments it received
 are the other side's data packets. Per (application, host): both summed over the
 host's connections of that application; a host that received
 :data:`HOST_MIN_SEGMENTS` or more is judged, and acknowledged every segment when
-its ACKs are :data:`EVERY_CUT` of its segments or more (the cut and minimum of
-:mod:`swell.analysis.acks`, whose per-port table on the packets themselves is the
-check: ``tests/unit/test_ackmode.py``).
+its ACKs are :data:`EVERY_CUT` of its segments or more (the cut and minimum that
+:mod:`swell.analysis.acks` imports from here for its per-port table on the packets
+themselves, which is the check: ``tests/unit/test_ackmode.py``).
 """
 
 from __future__ import annotations
