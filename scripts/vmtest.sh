@@ -15,8 +15,8 @@
 #   the wait is bounded: SWELL_VM_LOCK_WAIT_S, default 3000 s, then the layer
 #   FAILS), unless an ancestor process already holds that lock (a developer's
 #   `flock /tmp/swell-cpu.lock ./test.sh`): taking it again would deadlock.
-# * Bounded: from the lock on, the layer ends within SWELL_VM_BUDGET_S (590 s,
-#   so under 10 minutes), boot included. One guest boot does the work: whether
+# * Bounded: from the lock on, the layer ends within SWELL_VM_BUDGET_S (720 s,
+#   12 minutes), boot included. One guest boot does the work: whether
 #   the host can boot a guest is decided by that boot itself (KVM first, then
 #   TCG), each given a time limit to print its first line (KVM 60 s: on this
 #   machine QEMU aborts at once, "failed to set MSR"; TCG 150 s). When neither
@@ -39,7 +39,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 LOCK=/tmp/swell-cpu.lock
 LOCK_WAIT_S=${SWELL_VM_LOCK_WAIT_S:-3000}
-BUDGET_S=${SWELL_VM_BUDGET_S:-590}
+BUDGET_S=${SWELL_VM_BUDGET_S:-720}
 KVM_BOOT_S=${SWELL_VM_KVM_BOOT_S:-60}
 TCG_BOOT_S=${SWELL_VM_TCG_BOOT_S:-150}
 TEST_S=${SWELL_VM_TEST_S:-150}

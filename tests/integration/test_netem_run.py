@@ -12,7 +12,11 @@ warm-up) between four Swing clients and two servers, one httperf pair; and
 for every command): building the parser from every module imported SciPy and
 more, 140 s in the guest. The report is left out (``--no-report``): it reads only
 results.json, whatever the engine, the host's tests cover it, and under TCG its
-Matplotlib import and plots took 60 of this study's 150-170 s (2026-11-29).
+Matplotlib import and plots took 60 of this study's 150-170 s (2026-11-29). The
+background starts empty (``start: empty``): a steady start's lead-in is sized by
+drawing 200 sessions (:mod:`swell.generators.steady_start`), about 3 s on the host
+and 80 of the study's 190 s in the guest (cProfile, 2026-12-01); the host's tests
+cover the steady start, which is the same on every engine.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ topology:
   clients: {{count: 4}}
   servers: {{count: 2}}
 foreground: {{kind: httperf, object_bytes: 100000}}
-background: {{kind: swing, trace: {TRACE}, variant: {{target_mbps: 4}}, label: Swing 4M}}
+background: {{kind: swing, trace: {TRACE}, variant: {{target_mbps: 4}}, start: empty,
+             label: Swing 4M}}
 """
 
 
