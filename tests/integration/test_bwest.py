@@ -220,10 +220,24 @@ def _chirp_on(nss, ends: tuple[str, str], router: str, cap: float, htb: bool, ou
                 "htb", "rate", f"{cap:g}mbit")
     spec = ChirpSpec(kind="chirp", smooth=4, chirps_per_s=10)
     loop = ChirpLoop(spec, 0.1 * cap * 1e6, 1.5 * cap * 1e6, 1)
-    values = [e["estimate_mbps"] for e in _probe(ends, loop, seconds, out)
-              if not e["timeout"]]
-    assert values
-    return float(np.mean(values))
+    _probe(ends, loop, seconds, out)
+    return _usable_chirps([c["estimate_mbps"] for c in loop.chirps], len(loop.chirps),
+                          sum(c["steal_ms"] > 0 for c in loop.chirps), "htb")
+
+
+USABLE_CHIRPS = 3  # htb reads about 40% above swell-link: a few chirps tell them apart
+
+
+def _usable_chirps(values: list[float | None], n: int, stolen: int, where: str) -> float:
+    """The mean of the usable chirps' readings (an estimate is the mean of ``smooth`` of
+    them): chirps, not estimates, so that a host whose hypervisor steals time (chirps
+    during steal are discarded, as designed) still leaves enough to compare. CI on
+    2026-12-02 discarded 24 of a 5 s run's 40 chirps for steal (3 and 4 usable: 48.4
+    and 47.1 Mbit/s against htb's 71) and finished no smoothed estimate; the run is 8 s."""
+    ok = [v for v in values if v is not None and np.isfinite(v)]
+    assert len(ok) >= USABLE_CHIRPS, (
+        f"{where}: {len(ok)} usable chirps of {n} ({stolen} discarded for hypervisor steal)")
+    return float(np.mean(ok))
 
 
 def test_chirp_reads_higher_on_htb_than_on_swell_link(tmp_path: Path, monkeypatch, netns
@@ -233,9 +247,11 @@ def test_chirp_reads_higher_on_htb_than_on_swell_link(tmp_path: Path, monkeypatc
     cap = 50
     s, r, c = _dumbbell(netns)
     on_htb = _chirp_on(netns, (s, c), r, cap, htb=True, out=tmp_path / "htb")
-    fg = _study(tmp_path, cap, "{kind: none}", dur=5, kinds=("chirp",))["chirp"]
-    on_link = float(np.mean([e["estimate_mbps"] for e in _ok(fg)]))
-    print(f"chirp at {cap} Mbit/s: htb {on_htb:.1f}, swell-link {on_link:.1f}")
+    fg = _study(tmp_path, cap, "{kind: none}", dur=8, kinds=("chirp",))["chirp"]
+    on_link = _usable_chirps([v for _, v in fg["chirps"]], len(fg["chirps"]),
+                             fg["chirps_steal"], "swell-link")
+    print(f"chirp at {cap} Mbit/s (mean of usable chirps): htb {on_htb:.1f}, "
+          f"swell-link {on_link:.1f}")
     assert on_htb > on_link * 1.1
 
 
