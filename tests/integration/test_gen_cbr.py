@@ -46,33 +46,58 @@ def test_cbr_timing_next_to_ditg(netns, tmp_path: Path) -> None:
     ns = netns.add("cbr")
     rate = 10_000 * 8 * (512 + 28)  # 10k packets/s
     ours, ditg = [], []
-    # Five pairs, interleaved, so both see the same machine load; both SCHED_FIFO.
+    # Pairs, interleaved, so both see the same machine load; both SCHED_FIFO.
     # D-ITG busy-polls, so the kernel's real-time throttling stops it 50 ms every
     # second in most runs (std about 400 us); when it is not stopped its spread is
     # 3-20 us. swell sleeps before each departure: its spread was 1-38 us in 15
     # runs on 2026-11-29 (08:07 UTC). Before its pacer kept the sleep to at least half
     # of each wait, a host with late wake-ups made it spin through every gap and be
     # throttled too: 3 of 5 runs at about 400 us, and this test failed in CI.
-    for i in range(5):
+    # A pair is judged only when the hypervisor left the machine alone during both
+    # runs: CI on 2026-12-02 stole 110-660 ms in each 1.5 s run and swell's sleeping
+    # sender, woken late, spread 41-125 us while D-ITG's spinning one held its vCPU
+    # (19-29 us). A host that busy is said, not judged (a skip with the steal read).
+    pairs = 0
+    while pairs < MAX_PAIRS and len(quiet(ours, ditg)) < QUIET_PAIRS:
+        i = pairs
         for runs, name, extra in ((ours, "s", {}),
                                   (ditg, "d", {"engine": "ditg", "signal_port": 9000 + i})):
             s0 = steal_ns()
             runs.append(run_flow(ns, tmp_path, f"{name}{i}", rate_bps=rate, duration_s=1.5,
                                  realtime=True, **extra))
             runs[-1]["steal_ms"] = (steal_ns() - s0) / 1e6
+        pairs += 1
     for name, runs in (("swell", ours), ("ditg", ditg)):
         print(f"\n{name}: idt p99 |dev| (std) us " + ", ".join(
             f"{r['idt_p99_abs_dev_us']:.1f} ({r['idt_std_us']:.0f}; steal {r['steal_ms']:.0f} ms)"
             for r in runs))
-    med = {name: statistics.median(r["idt_std_us"] for r in runs)
-           for name, runs in (("swell", ours), ("ditg", ditg))}
-    rates = {name: statistics.median(r["pps"] for r in runs)
-             for name, runs in (("swell", ours), ("ditg", ditg))}
-    print(f"10k pps: median idt std us {med}, pps {rates}")
     assert all(abs(r["pps"] / r["target_pps"] - 1) < 0.02 for r in ours)
+    judged = quiet(ours, ditg)
+    if len(judged) < MIN_QUIET_PAIRS:
+        pytest.skip(f"timing not judged: the hypervisor stole over {QUIET_STEAL_MS:.0f} ms "
+                    f"during {pairs - len(judged)} of {pairs} pairs of 1.5 s runs (steal ms: "
+                    + ", ".join(f"{a['steal_ms']:.0f}/{b['steal_ms']:.0f}"
+                                for a, b in zip(ours, ditg, strict=True)) + ")")
+    med = {name: statistics.median(pair[k]["idt_std_us"] for pair in judged)
+           for k, name in enumerate(("swell", "ditg"))}
+    rates = {name: statistics.median(pair[k]["pps"] for pair in judged)
+             for k, name in enumerate(("swell", "ditg"))}
+    print(f"10k pps, {len(judged)} quiet pairs of {pairs}: median idt std us {med}, "
+          f"pps {rates}")
     # At most D-ITG's spread (slack: D-ITG's timestamps are whole microseconds), or
     # under half of the 100 us gap when D-ITG ran unthrottled (a throttled swell: 400)
     assert med["swell"] <= max(med["ditg"] + 1.0, 50.0), med
+
+
+QUIET_STEAL_MS = 100.0  # steal (both vCPUs) in one run that still counts as quiet
+QUIET_PAIRS, MIN_QUIET_PAIRS, MAX_PAIRS = 5, 3, 10
+
+
+def quiet(ours: list[dict], ditg: list[dict]) -> list[tuple[dict, dict]]:
+    """The pairs during both of whose runs the hypervisor took at most
+    ``QUIET_STEAL_MS``."""
+    return [(a, b) for a, b in zip(ours, ditg, strict=True)
+            if max(a["steal_ms"], b["steal_ms"]) <= QUIET_STEAL_MS]
 
 
 def poisson_ks(ns: str, out: Path, pps: float) -> tuple[float, float, int]:
