@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -218,6 +219,7 @@ PAIR_WAIT = "own"  # --pair-wait drawn: whole sessions' waits drawn afresh (befo
 CLIENT_MATCH = "link"  # --client-match none: whole sessions on the least loaded client host
 ANCHOR_THINK_S = DEFAULT_ANCHOR_THINK_S  # --anchor-think: requests after this pause anchored
 EARLY = "none"  # --early pairs|connections: requests that do not wait (early_requests)
+PER_APP: dict[str, dict[str, Any]] = {}  # --per-app NAME:KEY=VALUE: swell run's per_app
 ACKS = "model"  # --acks stack: every host delays its ACKs (before 2026-12-01 evening)
 MONITOR = "auto"  # --monitor: where the generated traffic is judged (monitor_of)
 # sensitivity knobs (docs/fidelity.md, "Receive windows and access-link rates"):
@@ -264,7 +266,7 @@ def swing_background(model_dir: Path, out: Path, seed: int = SEED) -> Any:
                                "start": START, "server_wait": SERVER_WAIT,
                                "server_match": SERVER_MATCH, "client_match": CLIENT_MATCH,
                                "pair_wait": PAIR_WAIT, "anchor_think_s": ANCHOR_THINK_S,
-                               "early_requests": EARLY}
+                               "early_requests": EARLY, "per_app": PER_APP}
     if CALIBRATE:
         options["variant"] = {"target_mbps": load_model(model_dir).mean_rate_bps() / 1e6}
     kind = registry.make("background",
@@ -597,11 +599,15 @@ def main() -> int:
                     "the trace leaves at its time there (swell run's anchor_think_s, "
                     f"default {DEFAULT_ANCHOR_THINK_S:g}; 0 anchors every request but a "
                     "connection's first)")
-    ap.add_argument("--early", choices=("none", "pairs", "connections"), default="none",
+    ap.add_argument("--early", choices=("none", "pairs", "connections", "all"), default="none",
                     help="pairs: a whole session's TCP request whose trace response was not "
                     "a reply (the model's pairEarly) leaves at its time without waiting for "
                     "the responses outstanding; connections: every request of a connection "
-                    "that had one (swell run's early_requests; default none)")
+                    "that had one; all: every request of every connection, at its trace "
+                    "time (swell run's early_requests; default none)")
+    ap.add_argument("--per-app", action="append", default=[], metavar="NAME:KEY=VALUE",
+                    help="one application's own anchor_think_s or early_requests (swell run's "
+                    "per_app), e.g. https-tcp:anchor_think_s=0; repeatable")
     ap.add_argument("--acks", choices=("model", "stack"), default="model",
                     help="model: the share of the trace's hosts that ACKed every segment "
                     "does so per application and side (a route with quickack: swell run's "
@@ -639,8 +645,15 @@ def main() -> int:
     unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
     global SERVER_MATCH, CLIENT_MATCH, PAIR_WAIT, CLIENT_RATE_MBPS, MONITOR, ANCHOR_THINK_S, EARLY
-    global ACKS
+    global ACKS, PER_APP
     MONITOR = args.monitor
+    for item in args.per_app:
+        name, _, setting = item.partition(":")
+        key, _, value = setting.partition("=")
+        if not (name and key and value):
+            print(f"fidelity: --per-app {item!r}: NAME:KEY=VALUE", file=sys.stderr)
+            return 2
+        PER_APP.setdefault(name, {})[key] = yaml.safe_load(value)
     CALIBRATE = args.calibrate
     START = args.start
     SERVER_WAIT = not args.no_server_wait
@@ -718,7 +731,7 @@ def main() -> int:
                 "server_wait": SERVER_WAIT, "server_match": SERVER_MATCH,
                 "client_match": CLIENT_MATCH, "pair_wait": PAIR_WAIT,
                 "anchor_think_s": ANCHOR_THINK_S, "early_requests": EARLY,
-                "acks": ACKS})
+                "per_app": PER_APP, "acks": ACKS})
             summary["jobs"] = args.jobs
             write_json(args.out / name / "seeds.json", summary)
             text = seeds_table(name, summary)

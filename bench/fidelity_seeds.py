@@ -78,7 +78,8 @@ def seeds_summary(results: list[FidelityResult], settings: dict[str, Any]) -> di
 _EARLY = {"pairs": ", early requests where the trace's responses were not replies",
           "True": ", early requests where the trace's responses were not replies",
           "connections": ", early connections (every request of a connection with a "
-                         "not-reply pair on the trace's clock)"}
+                         "not-reply pair on the trace's clock)",
+          "all": ", every request on the trace's clock (early_requests all)"}
 
 
 def seeds_table(name: str, summary: dict[str, Any]) -> str:
@@ -97,6 +98,8 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
                 and summary.get("anchor_think_s", ANCHOR_THINK_S) != ANCHOR_THINK_S else "")
              + (_EARLY.get(str(summary.get("early_requests")), "")
                 if summary.get("rre_draw") == "session" else "")
+             + "".join(f", {app}: " + " ".join(f"{k} {v}" for k, v in own.items())
+                       for app, own in (summary.get("per_app") or {}).items())
              + (", whole sessions behind their clients' links"
                 if summary.get("rre_draw") == "session" and summary.get("client_match") == "link"
                 else "")

@@ -78,7 +78,7 @@ class AppSamples:
     # per pair as pair_req, 1 where its trace response was not a reply (pairEarly; empty:
     # a model without them); with ``early`` "pairs" (the spec's early_requests) such a
     # whole-session request leaves without waiting for the responses outstanding, with
-    # "connections" every request of a connection that has one
+    # "connections" every request of a connection that has one, with "all" every request
     pair_early: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     early: str = "none"
     # per whole session, its observed client (sessClient: an index into the model's

@@ -48,9 +48,10 @@ arrived, both sides streaming at once) leaves at its trace time without waiting 
 the responses outstanding (the connection's ``early``), so its response follows the
 previous one instead of a round trip behind it; with ``early_requests: connections``
 every request of a connection that had one such pair does, on the trace's clock
-(docs/fidelity.md, "Responses that were not replies"). A model without the
-sessions falls back to the joint draw (one by one without the joint sample
-either); ``meta["rre_draw"]`` says which draw each application got.
+(docs/fidelity.md, "Responses that were not replies"), and with ``all`` every request
+of every connection (each at its trace time: a client that sent on its own clock). A
+model without the sessions falls back to the joint draw (one by one without the joint
+sample either); ``meta["rre_draw"]`` says which draw each application got.
 Requests are at least the wire header (8 bytes TCP, 24 bytes UDP): smaller
 requests are raised to that size and counted in ``meta["raised_requests"]``.
 The drawn sessions name observed hosts; :mod:`swell.generators.sessionmap` puts
@@ -216,8 +217,14 @@ def _early_mask(app: AppSamples, a: int, b: int) -> np.ndarray | None:
     """Per pair of ``a:b`` (one connection), whether its request leaves without waiting
     for the responses outstanding: the application's ``early`` "pairs", those whose trace
     responses were not replies (``pairEarly``); "connections", all of a connection with
-    one such pair. None for "none", UDP, a model without ``pairEarly``, one pair."""
-    if app.early == "none" or app.proto != "tcp" or not app.pair_early.size or b - a < 2:
+    one such pair; "all", every pair (the client on the trace's clock: each request at
+    its ``pairAt``). None for "none", UDP, one pair, a model without ``pairEarly`` (for
+    "all": without ``pairAt``, which would send the requests back to back)."""
+    if app.early == "none" or app.proto != "tcp" or b - a < 2:
+        return None
+    if app.early == "all":
+        return np.ones(b - a, dtype=bool) if app.pair_at.size else None
+    if not app.pair_early.size:
         return None
     e = app.pair_early[a:b] > 0
     return np.full(b - a, bool(e.any())) if app.early == "connections" else e

@@ -31,10 +31,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from swell.errors import SwellError
 from swell.generators import hostmap
@@ -67,6 +67,7 @@ from swell.generators.swing_accounting import (
 )
 from swell.native import native_artifact
 from swell.placement import Endpoint, GroupNeed, HostNeeds, PathFacts, Placement, by_group
+from swell.typed import StrictModel
 
 
 @dataclass
@@ -334,6 +335,24 @@ DEFAULT_CLIENTS = 50
 DEFAULT_SERVERS = 10
 
 
+def _early_bool(v: Any) -> Any:
+    """``early_requests``: true and false read as pairs and none."""
+    return {True: "pairs", False: "none"}.get(v, v) if isinstance(v, bool) else v
+
+
+EarlyRequests = Annotated[Literal["none", "pairs", "connections", "all"],
+                          BeforeValidator(_early_bool)]
+
+
+class AppTiming(StrictModel):
+    """One application's own request timing (``per_app``), over the background's."""
+
+    anchor_think_s: float | None = Field(None, ge=0, description="as the background's "
+                                         "anchor_think_s, for this application only")
+    early_requests: EarlyRequests | None = Field(None, description="as the background's "
+                                                 "early_requests, for this application only")
+
+
 class SwingSpec(KindSpec):
     """Swing background: a model directory or a trace to extract one from, and a variant."""
 
@@ -372,20 +391,25 @@ class SwingSpec(KindSpec):
         "connection's start), once its previous response is in; the others leave after "
         "their response and think time. 0 anchors every request but a connection's first "
         "(docs/fidelity.md, \"Anchored requests\")")
-    early_requests: Literal["none", "pairs", "connections"] = Field(
+    early_requests: EarlyRequests = Field(
         "none", description="with rre_draw: session, pairs: a TCP request whose response in "
         "the trace was not a reply (it left the server before the request could have "
         "arrived: the model's pairEarly) leaves at its time there without waiting for the "
         "responses outstanding, so the server's responses follow each other as the trace's "
         "did; connections: every request of a connection that had such a pair does (both "
-        "sides streamed on their own clocks); none: every request waits for the responses "
-        "before it. true and false read as pairs and none "
+        "sides streamed on their own clocks); all: every request of every connection "
+        "leaves at its trace time, none waiting (a client on its own clock, as campus's "
+        "HTTPS clients behind a VPN tunnel: docs/fidelity.md, \"A client on its own "
+        "clock\"); none: every request waits for the responses before it. true and false "
+        "read as pairs and none "
         "(docs/fidelity.md, \"Responses that were not replies\")")
 
-    @field_validator("early_requests", mode="before")
-    @classmethod
-    def _early_bool(cls, v: Any) -> Any:
-        return {True: "pairs", False: "none"}.get(v, v) if isinstance(v, bool) else v
+    per_app: dict[str, AppTiming] = Field(
+        default_factory=dict, description="an application's own anchor_think_s and "
+        "early_requests, by its name in the model (swell model show lists them), over the "
+        "background's: e.g. {https-tcp: {early_requests: all}} puts the HTTPS clients' "
+        "requests on the trace's clock and no other application's (docs/fidelity.md, \"A "
+        "client on its own clock\"); a name the model does not have is an error")
 
     acks: Literal["model", "stack"] = Field(
         "model", description="model: the share of the trace's hosts that acknowledged every "
@@ -423,8 +447,24 @@ def spec_samples(spec: SwingSpec, model: Any, source: str) -> tuple[list[Any], f
         apps = [replace(a, rsp_wait=np.zeros(0)) for a in apps]
     if not spec.server_wait or spec.pair_wait == "drawn":
         apps = [replace(a, pair_wait=np.zeros(0)) for a in apps]
-    return [replace(a, anchor_think=spec.anchor_think_s, early=spec.early_requests)
-            for a in apps], scale
+    check_per_app(spec, [a.name for a in apps], source)
+
+    def timing(name: str) -> dict[str, Any]:
+        own = spec.per_app.get(name, AppTiming())
+        return {"anchor_think": spec.anchor_think_s if own.anchor_think_s is None
+                else own.anchor_think_s,
+                "early": spec.early_requests if own.early_requests is None
+                else own.early_requests}
+
+    return [replace(a, **timing(a.name)) for a in apps], scale
+
+
+def check_per_app(spec: SwingSpec, names: list[str], source: str) -> None:
+    """A ``per_app`` name that is not one of the model's applications is an error."""
+    unknown = sorted(set(spec.per_app) - set(names))
+    if unknown:
+        raise SwellError(source, f"per_app names {', '.join(unknown)}: not an application "
+                                 f"of this model (it has {', '.join(sorted(names))})")
 
 
 def observed_server_delays(model: Any) -> np.ndarray | None:
@@ -594,6 +634,11 @@ class SwingKind(TrafficKind):
         packets to model), read once without extracting; the reader's damage is kept
         (``trace_damage``) for the check's warnings."""
         super().validate(ctx)
+        if self.s.model and self.s.per_app:  # variants keep the applications
+            from swell.extract.model import load_model
+
+            model = ctx.base_dir / self.s.model
+            check_per_app(self.s, list(load_model(model).meta["apps"]), str(model))
         if self.s.trace and not self.s.model:
             from swell.extract.reader import census
 
@@ -609,6 +654,10 @@ class SwingKind(TrafficKind):
         base = base_model(self.s.model, self.s.trace, ctx.cache_dir, ctx.base_dir)
         assert base is not None
         self.model = apply_variant(base, self.s.variant, ctx.cache_dir)
+        if self.s.per_app:  # before anything runs
+            from swell.extract.model import load_model
+
+            check_per_app(self.s, list(load_model(self.model).meta["apps"]), str(self.model))
 
     def needs(self) -> HostNeeds:
         # a model that is not there (yet) is refused when the topology draws its links

@@ -152,6 +152,55 @@ def test_anchor_think_zero_anchors_every_later_request(example_model: Path) -> N
         SwingSpec(model=src, anchor_think_s=-1)
 
 
+
+def test_per_app_anchors_only_the_named_application(example_model: Path, tmp_path: Path,
+                                                     capsys) -> None:
+    """``per_app: {NAME: {anchor_think_s: 0}}``: that application's requests anchored as
+    ``anchor_think_s: 0`` anchors them, every other one's as the background's; the same
+    sessions either way. A name the model lacks is one line naming it, in ``swell check``
+    and before a run."""
+    from swell.generators.swing import SwingKind, SwingSpec, spec_samples
+
+    m = load_model(example_model)
+    src = str(example_model)
+    names = sorted(m.meta["apps"])
+    tcp = [a.name for a in load_app_samples(example_model)[0]
+           if a.proto == "tcp" and a.pair_at.size]
+    assert len(tcp) >= 2, tcp
+    one = tcp[0]
+    spec = SwingSpec(model=src, rre_draw="session", per_app={one: {"anchor_think_s": 0,
+                                                                   "early_requests": True}})
+    apps, scale = spec_samples(spec, m, src)
+    assert {a.name: (a.anchor_think, a.early) for a in apps} == {
+        a.name: (0.0, "pairs") if a.name == one else (ANCHOR_THINK_S, "none") for a in apps}
+    every, _ = spec_samples(SwingSpec(model=src, rre_draw="session", anchor_think_s=0), m, src)
+    base, _ = spec_samples(SwingSpec(model=src, rre_draw="session"), m, src)
+    kw = {"scale": scale, "rre_draw": "session", "start": "empty"}
+    mixed = build_schedule(apps, CLIENTS, SERVERS, 60.0, 1, **kw).conns()
+    every_c = build_schedule(every, CLIENTS, SERVERS, 60.0, 1, **kw).conns()
+    base_c = build_schedule(base, CLIENTS, SERVERS, 60.0, 1, **kw).conns()
+    assert len(mixed) == len(every_c) == len(base_c)
+    moved = 0
+    for (*_, c), (*_, e), (*_, b) in zip(mixed, every_c, base_c, strict=True):
+        assert dataclasses.replace(c, at=(), early=()) == dataclasses.replace(b, at=(),
+                                                                              early=())
+        assert c.at == (e.at if c.app == one else b.at), c.app
+        moved += c.app == one and c.at != b.at
+    assert moved > 0
+    with pytest.raises(SwellError, match=r"per_app names nope: not an application of "
+                                         rf"this model \(it has {', '.join(names)}\)"):
+        spec_samples(SwingSpec(model=src, per_app={"nope": {}}), m, src)
+    # swell check says so, one line, before anything is drawn
+    exp = tmp_path / "per-app.yaml"
+    exp.write_text(f"name: k\nduration_s: 10\nwarmup_s: 1\ntopology: {{bottleneck: "
+                   f"{{rate_mbps: 20}}}}\nbackground: {{kind: swing, model: {src}, per_app: "
+                   f"{{nope: {{anchor_think_s: 0}}}}}}\n")
+    assert swell_main(["check", str(exp)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "per_app names nope" in err[0], err
+    assert SwingKind(SwingSpec(model=src, per_app={one: {}})) is not None
+
+
 def test_anchors_in_the_file_and_bad_ones(example_model: Path, tmp_path: Path) -> None:
     apps, scale = load_app_samples(example_model)
     sched = build_schedule(apps, CLIENTS, SERVERS, 30.0, 2, scale=scale, rre_draw="session")

@@ -134,6 +134,40 @@ def test_connections_make_every_request_of_theirs_early(example_model: Path) -> 
         sum(c.early) for *_, c in scheds["pairs"].conns())
 
 
+def test_all_puts_every_request_of_the_named_application_on_the_trace_clock(
+        example_model: Path, tmp_path: Path) -> None:
+    """``early_requests: all``, here for one application (``per_app``): every TCP
+    connection of it with two pairs or more has every pair early and every request but
+    its first anchored at its trace time; the other applications as without it."""
+    from swell.generators.swing import SwingSpec, spec_samples
+
+    m, src = load_model(example_model), str(example_model)
+    kw = {"rre_draw": "session", "start": "empty"}
+    base, scale = spec_samples(SwingSpec(model=src, **kw), m, src)
+    tcp = sorted({a.name for a in base if a.proto == "tcp" and a.pair_at.size})
+    one = tcp[0]
+    apps, _ = spec_samples(SwingSpec(model=src, per_app={one: {"early_requests": "all"}},
+                                     **kw), m, src)
+    assert {a.name: a.early for a in apps} == {a.name: "all" if a.name == one else "none"
+                                               for a in apps}
+    plain = build_schedule(base, CLIENTS, SERVERS, 120.0, 3, scale=scale, **kw)
+    clock = build_schedule(apps, CLIENTS, SERVERS, 120.0, 3, scale=scale, **kw)
+    n = 0
+    for (*_, c), (*_, d) in zip(plain.conns(), clock.conns(), strict=True):
+        assert dataclasses.replace(c, at=()) == dataclasses.replace(d, at=(), early=())
+        if d.app != one or len(d.pairs) < 2:
+            assert d.early == () and d.at == c.at, d.app
+            continue
+        n += 1
+        assert d.early == (True,) * len(d.pairs)
+        assert len(d.at) == len(d.pairs) and min(d.at[1:]) >= 0  # the bundled trace: all
+        assert list(d.at[1:]) == sorted(d.at[1:])  # the trace's order
+    assert n >= 3
+    # the file keeps it as drawn
+    path = write_schedule(tmp_path / "clock.jsonl", clock)
+    assert read_schedule(path).conns() == clock.conns()
+
+
 def test_the_file_keeps_them_and_refuses_bad_ones(tmp_path: Path) -> None:
     c = Conn("10.0.2.1:80", "tcp", "web", 0.0, ((100, 1000, 0.0), (100, 900, 0.0)),
              early=(False, True))
