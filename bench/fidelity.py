@@ -403,7 +403,8 @@ def ack_summary(original: Path, capture_dir: Path) -> dict[str, Any]:
 
 def summary_lines(result: FidelityResult) -> list[str]:
     m = result.meta
-    lines = [f"capture {m['capture']}, TCP {m['congestion_control']}, measured at the "
+    rmem = f" (tcp_rmem {m['tcp_rmem']})" if m.get("tcp_rmem") else ""
+    lines = [f"capture {m['capture']}, TCP {m['congestion_control']}{rmem}, measured at the "
              f"{m.get('monitor', 'bottleneck')} ({m.get('monitor_why', '')}): {m['note']}",
              f"  generated {m['run_s']:.0f} s, measured the last {m['window_s']:.0f} s "
              f"(warm-up {m['warmup_s']:.0f} s), seed {m['seed']}"
