@@ -1,7 +1,9 @@
 """Round trips under load from TCP timestamps, original against generated (manual).
 
 ``.venv/bin/python bench/ack_clock_rtt.py CAPTURE...``; a CAPTURE is a pcap read by
-tshark (the bench's ``generated.pcap`` or an original). Issue 19: web-lan's server ->
+tshark: an original, or a bench run's ``capture/clients-c0-*.pcap`` merged with mergecap
+(where the trace's monitor sat; the bench's ``generated.pcap`` is the bottleneck's,
+before the clients' downlinks and their queues). Issue 19: web-lan's server ->
 client energy is too high at 16-32 ms and too low at 64-128 ms; a flow's flights come
 once a round trip, so the round trip a flight waits for under load places its energy.
 

@@ -31,16 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from swell.analysis.timeseries import Packets, directions_by_rule, load_packets  # noqa: E402
 
 
-def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
-    order = np.argsort(values)
-    cum = np.cumsum(weights[order]) / weights.sum()
-    return float(values[order][np.searchsorted(cum, 0.5)])
-
-
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
     order = np.argsort(values)
     cum = np.cumsum(weights[order]) / weights.sum()
     return float(values[order][min(np.searchsorted(cum, q), len(values) - 1)])
+
+
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    return _weighted_quantile(values, weights, 0.5)
 
 
 def trains(p: Packets, mask: np.ndarray, gap_ms: float,
