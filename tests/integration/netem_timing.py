@@ -35,9 +35,12 @@ too tight for a slow run or too loose to mean anything, so the allowance is
 
 So a delay applied twice (+21 ms on the 21 ms path, against an allowance of
 about 5-7 ms) or not at all (a 1 ms hop missing is -1 ms - L) fails, and the
-figures printed say what was allowed and why. A leaf crossed twice would make
-the calibration's lateness a whole ``CAL_MS``: ``L`` must stay under three quarters of
-it (the difference check below also sees it: 16 ms instead of 8).
+figures printed say what was allowed and why. A leaf crossed twice is found by
+counting, not timing (:func:`assert_crossed_once`): the leaves' packet counters
+move by six per answered ping and by at most one per ping on any leaf. (It was
+a timing bound, ``L`` under three quarters of ``CAL_MS``, until a CI run of
+2026-12-02 whose guest was slow throughout measured 7.0 and 9.4 ms of lateness
+per 6 ms hop on run and re-run: a slow guest and a doubled leaf looked alike.)
 The kernel's own view is checked exactly: :func:`assert_configured` reads each
 leaf's delay back from ``tc -j qdisc show``, so "8 ms up, 0 down" cannot pass
 as an RTT of 8 ms.
@@ -256,6 +259,35 @@ class PathTiming:
                 f"{self.med('cal'):.3f} at {self.cal_ms:g} ms x 6)")
 
 
+CROSS_PINGS = 40  # pings of the crossing count (:func:`assert_crossed_once`)
+CROSS_SLACK = 4  # packets on the leaves besides the pings (ARP, neighbour discovery)
+
+
+def assert_crossed_once(name: str, counts: Callable[[], dict[str, int]],
+                        ping_once: Callable[[int], int], count: int = CROSS_PINGS) -> None:
+    """One path's round trip crosses six netem leaves, each once: ``counts()`` reads
+    every leaf's packet counter (leaf -> packets), ``ping_once(count)`` pings along the
+    path alone and says how many replies came back.
+
+    Each answered ping moves the counters by six (the request over three leaves, the
+    reply over three), an unanswered one by one to five; no leaf moves by more than
+    one per ping. A leaf crossed twice moves by two per ping, an extra leaf adds one
+    per ping to the sum: both are far outside ``CROSS_SLACK``, however slow the guest.
+    """
+    before = counts()
+    got = ping_once(count)
+    after = counts()
+    moved = {leaf: after[leaf] - before[leaf] for leaf in after}
+    lo, hi = 6 * got + (count - got), 6 * got + 5 * (count - got) + CROSS_SLACK
+    busiest = max(moved, key=moved.__getitem__)
+    print(f"{name}: {count} pings, {got} answered, the leaves counted "
+          f"{sum(moved.values())} packets (allowed {lo}..{hi}), the busiest "
+          f"{moved[busiest]} ({busiest})")
+    assert got >= count - count // 4, f"{name}: {got} of {count} pings answered"
+    assert moved[busiest] <= count + CROSS_SLACK, f"{name}: a leaf crossed twice? {moved}"
+    assert lo <= sum(moved.values()) <= hi, (name, got, moved)
+
+
 def measure_paths(topo: Topology, pairs: Sequence[tuple[EmulatedHost, EmulatedHost]],
                   rounds: int = ROUNDS, count: int = COUNT) -> list[PathTiming]:
     """Zero, calibration and configured settings, interleaved; configuration restored."""
@@ -263,6 +295,13 @@ def measure_paths(topo: Topology, pairs: Sequence[tuple[EmulatedHost, EmulatedHo
                   .values())
     assert_configured(topo, leaves)
     assert_no_other_delay(topo, all_leaves(topo))
+    every = all_leaves(topo)
+    for a, b in pairs:
+        assert_crossed_once(
+            f"{a.ip} <-> {b.ip}",
+            lambda: {leaf.name: q["packets"] for leaf, q in zip(every, qdiscs(topo, every),
+                                                                strict=True)},
+            lambda n, a=a, b=b: len(ping(topo, a, b, n, interval=0.005)))
     timings = [PathTiming(f"{a.ip} <-> {b.ip}", topo.expected_rtt_ms(a, b),
                           sum(leaf.link.delay_ms > 0 for leaf in path_leaves(topo, a, b)),
                           [], [], []) for a, b in pairs]
@@ -295,9 +334,6 @@ def interleave(timings: Sequence[PathTiming], set_delay: Callable[[float | None]
 
 def assert_timing(t: PathTiming) -> None:
     print(t)
-    # three quarters, not half: the testbed case (eight paths pinged at once) once
-    # measured 3.41 ms a hop at 6 ms in a CI run on a noisy host (2026-11-29 08:55 UTC)
-    assert t.lateness < 0.75 * t.cal_ms, f"a calibrated hop counted twice? {t}"
     lo, hi = t.allowed
     assert lo <= t.excess <= hi, str(t)
 

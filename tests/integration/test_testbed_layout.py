@@ -15,7 +15,8 @@ from run to run (docs/netem.md): there the round trips are judged as
 ``netem_timing.py`` judges the local netem engine's, against costs measured on
 this router at the same time: its netem leaves switched (``tc qdisc change``)
 between zero delay, a calibration delay on every leaf and their configured
-delays, interleaved; each path must take its links' delay + its zero-delay cost
+delays, interleaved, after each path's pings were counted on the leaves (six
+crossings, each leaf once); each path must take its links' delay + its zero-delay cost
 + at most six hops' measured lateness, within three standard errors, two
 clients must differ by their links' difference, and every leaf's delay, read
 back from tc, is a link's. Then: the router's captures hold the pings, a second
@@ -148,6 +149,22 @@ def netem_leaves(tcs: dict[str, list[str]]) -> list[tuple[str, str, str, str, st
     return out
 
 
+def leaf_packets(tcs: dict[str, list[str]]) -> dict[str, int]:
+    """Every netem leaf's packet counter (``where dev parent`` -> packets), from the
+    text of ``tc -s qdisc show``: the ``Sent ... bytes N pkt`` line under each leaf."""
+    out: dict[str, int] = {}
+    for where, tc in tcs.items():
+        shown = subprocess.run([*tc, "-s", "qdisc", "show"], capture_output=True, text=True)
+        assert shown.returncode == 0, (where, shown.stderr)
+        leaf = None
+        for line in shown.stdout.splitlines():
+            if m := _NETEM.match(line.strip()):
+                leaf = f"{where} {m.group(2)} {m.group(3)}"
+            elif leaf and (sent := re.match(r"\s*Sent \d+ bytes (\d+) pkt", line)):
+                out[leaf], leaf = int(sent.group(1)), None
+    return out
+
+
 def leaf_delay_ms(opts: str) -> float:
     value, unit = re.search(r"delay ([\d.]+)(s|ms|us)", opts).groups()
     return float(value) * _UNIT_MS[unit]
@@ -190,6 +207,13 @@ def ping_pairs(pairs, where, count: int) -> list[list[float]]:
     return out
 
 
+def answered(ns: str, a, b, count: int) -> int:
+    """Replies ``a`` got of ``count`` pings to ``b``, 5 ms apart."""
+    out = subprocess.run(["ip", "netns", "exec", ns, *nt.ping_argv(a, b, count, 0.005)],
+                         capture_output=True, text=True, timeout=120).stdout
+    return len(re.findall(r"time=[\d.]+ ms", out))
+
+
 def check_netem_timing(ns, plan, clients, servers, where) -> dict:
     """The calibrated RTT checks (module docstring); the medians as configured, by pair."""
     tcs = router_tc(ns, plan)
@@ -200,6 +224,10 @@ def check_netem_timing(ns, plan, clients, servers, where) -> dict:
     # eight paths pinged at once: the guest's pace moves more between settings than
     # with netem_timing's two, so three rounds (each setting once in each place)
     pairs = [(a, b) for b in servers for a in clients]
+    assert len(leaf_packets(tcs)) == len(leaves)
+    for a, b in pairs:  # each path crosses six leaves, each once (counted, not timed)
+        nt.assert_crossed_once(f"{a.ip} <-> {b.ip}", lambda: leaf_packets(tcs),
+                               lambda n, a=a, b=b: answered(where[a.ip], a, b, n))
     timings = [nt.PathTiming(f"{a.ip} <-> {b.ip}", 2 * (a.link["delay_ms"] + b.link["delay_ms"])
                              + 20, 6, [], [], [], cal_ms=6.0) for a, b in pairs]
     nt.interleave(timings, lambda d: set_router_delays(tcs, leaves, d),
