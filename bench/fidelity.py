@@ -98,11 +98,13 @@ from swell.analysis.fidelity import (  # noqa: E402
     reextracted_distributions,
 )
 from swell.analysis.timeseries import directions_by_rule, load_packets  # noqa: E402
+from swell.experiments.emulation import lateness  # noqa: E402
 from swell.experiments.tcpsettings import CONGESTION_CONTROLS  # noqa: E402
 from swell.extract.network import AT_CLIENTS_S  # noqa: E402
 from swell.fsutil import write_json  # noqa: E402
 from swell.generators.samples import ANCHOR_THINK_S as DEFAULT_ANCHOR_THINK_S  # noqa: E402
 from swell.generators.schedule import read_schedule  # noqa: E402
+from swell.steal import steal_ns  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -309,14 +311,19 @@ def run_swing(model_dir: Path, model: Any, out: Path, run_s: float, warmup_s: fl
         assert isinstance(built, SwingGenerator)
         gen = SwingGenerator(replace(built.cfg, duration_s=run_s + TAIL_S))
         session = Session(gen, None)
+        steal0, cpu0 = steal_ns(), os.times()
         with Progress(f"swing {out.name}", total=run_s + TAIL_S, unit="s") as prog:
             session.run(0.0, run_s + TAIL_S, prog)
+        host_load = {"steal_ms": (steal_ns() - steal0) / 1e6,
+                     "children_cpu_s": sum(os.times()[2:4]) - sum(cpu0[2:4]),
+                     "loadavg_1min": os.getloadavg()[0]}
         res = session.collect_background(0.0)
         links = {h.ip: h.link for h in topo.clients + topo.servers}
     assert res is not None
     return {"t0_ns": int(session.window().clients_started * 1e9), "capture_dir": cap_dir,
             "records": load_records(res.files["records"]), "schedule": res.files["schedule"],
-            "report": topo.report, "links": links, "monitor": monitor_of(model)}
+            "report": topo.report, "links": links, "monitor": monitor_of(model),
+            "host_load": host_load}
 
 
 def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
@@ -381,6 +388,8 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         "connections_cut": sum(1 for r in recs if r.get("error") == "cut"),
         "connection_errors": sorted({r["error"] for r in recs if r.get("error")}),
         "engine": run["report"].get("engine"), "problems": run["report"].get("problems"),
+        "host_load": run.get("host_load"),
+        "engine_lateness": lateness(run["report"].get("engine_stats")),
         "apps_left_out": usable_apps(model_dir)[2],
         "acks": ack_summary(cap.path, run["capture_dir"]),
     })
@@ -411,7 +420,13 @@ def summary_lines(result: FidelityResult) -> list[str]:
              + (" (schedule calibrated)" if m["calibrated"] else "") + ", offered in the "
              f"window {m['offered_in_window_mbps']:.3f} Mb/s of payload, model mean "
              f"{m['model_mean_mbps']:.3f}",
-             f"  engine {m['engine']}, "
+             f"  engine {m['engine']}"
+             + (", host during the run: steal {steal_ms:.0f} ms, generators' CPU "
+                "{children_cpu_s:.0f} s, 1-min load {loadavg_1min:.2f}".format(**m["host_load"])
+                if m.get("host_load") else "")
+             + (f", frames the engine sent 1 ms or more late "
+                f"{m['engine_lateness']['share_over_1ms']:.2%}"
+                if m.get("engine_lateness") else "") + ", "
              f"{m['connections']} connections ({m['connections_ok']} complete, "
              f"{m['connections_cut']} cut at the end; errors: {m['connection_errors'] or 'none'})",
              "  payload per second, scheduled -> carried by the generator (whole run): "
