@@ -154,7 +154,8 @@ def topology_dict(model: Path, n_clients: int, n_servers: int, seed: int = SEED,
     return {
         "network": "10.79.0.0/16",
         "bottleneck": {"rate_mbps": 100, "delay_ms": 0, "queue_packets": 1000},
-        "clients": {"count": n_clients, "model": {"path": str(model), "side": "client"},
+        "clients": {"count": n_clients, "model": {"path": str(model), "side": "client",
+                                                  "pairing": CLIENT_PAIRING},
                     "quickack": quick.get("client", [])},
         "servers": {"count": n_servers, "model": {"path": str(model), "side": "server"},
                     "quickack": quick.get("server", [])},
@@ -229,6 +230,7 @@ RMEM: str | None = None  # --rmem "MIN DEFAULT MAX": net.ipv4.tcp_rmem in every 
 CAP_SCALE = 1.0  # --capacity-scale: every access link's capacity times this
 SERVER_DELAY_MS: float | None = None  # --server-delay-ms: every server's one-way delay
 CLIENT_RATE_MBPS: float | None = None  # --client-rate-mbps: every client's access capacity
+CLIENT_PAIRING = 0.0  # --client-pairing: every client's access link pairs packets (LinkDir)
 
 
 def usable_apps(model_dir: Path) -> tuple[list[Any], float, list[str]]:
@@ -375,7 +377,8 @@ def compare(cap: Capture, model_dir: Path, run: dict[str, Any], run_s: float,
         "model_mean_mbps": load_model(model_dir).mean_rate_bps() / 1e6,
         "calibrated": CALIBRATE, "congestion_control": CC,
         "tcp_rmem": RMEM, "capacity_scale": CAP_SCALE, "server_delay_ms": SERVER_DELAY_MS,
-        "client_rate_mbps": CLIENT_RATE_MBPS, "monitor": where, "monitor_why": why,
+        "client_rate_mbps": CLIENT_RATE_MBPS, "client_pairing": CLIENT_PAIRING,
+        "monitor": where, "monitor_why": why,
         "client_match": sched.meta.get("hosts", {}).get("client_match"),
         "scheduled_payload_bps": {
             "c2s": 8.0 * sum(c.req_bytes for *_, c in sched.conns()) / run_s,
@@ -413,6 +416,8 @@ def ack_summary(original: Path, capture_dir: Path) -> dict[str, Any]:
 def summary_lines(result: FidelityResult) -> list[str]:
     m = result.meta
     rmem = f" (tcp_rmem {m['tcp_rmem']})" if m.get("tcp_rmem") else ""
+    if m.get("client_pairing"):
+        rmem += f", client links pairing {m['client_pairing']:g}"
     lines = [f"capture {m['capture']}, TCP {m['congestion_control']}{rmem}, measured at the "
              f"{m.get('monitor', 'bottleneck')} ({m.get('monitor_why', '')}): {m['note']}",
              f"  generated {m['run_s']:.0f} s, measured the last {m['window_s']:.0f} s "
@@ -645,6 +650,10 @@ def main() -> int:
                     help="every server's one-way access delay set to this (a sensitivity run)")
     ap.add_argument("--client-rate-mbps", type=float,
                     help="every client's access capacity set to this (a sensitivity run)")
+    ap.add_argument("--client-pairing", type=float, default=0.0,
+                    help="every client's access link delivers this share of the packets "
+                    "queued right behind another together with it (the topology's "
+                    "pairing; docs/fidelity.md, 'what 2-8 ms are made of')")
     ap.add_argument("--monitor", choices=("auto", "bottleneck", "clients"), default="auto",
                     help="where the generated traffic is measured: at the bottleneck, or "
                     "beside the clients (what they send before their uplinks, what they "
@@ -661,7 +670,7 @@ def main() -> int:
     unwind_on_sigterm()  # kill PID tears the dumbbell down
     global CALIBRATE, RRE_DRAW, CC, RMEM, CAP_SCALE, START, SERVER_DELAY_MS, SERVER_WAIT
     global SERVER_MATCH, CLIENT_MATCH, PAIR_WAIT, CLIENT_RATE_MBPS, MONITOR, ANCHOR_THINK_S, EARLY
-    global ACKS, PER_APP
+    global ACKS, PER_APP, CLIENT_PAIRING
     MONITOR = args.monitor
     for item in args.per_app:
         name, _, setting = item.partition(":")
@@ -689,6 +698,10 @@ def main() -> int:
         return 2
     if CAP_SCALE <= 0:
         print("fidelity: --capacity-scale must be above 0", file=sys.stderr)
+        return 2
+    CLIENT_PAIRING = args.client_pairing
+    if not 0 <= CLIENT_PAIRING <= 1:
+        print("fidelity: --client-pairing must be in [0, 1]", file=sys.stderr)
         return 2
     CC = args.cc
     allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()

@@ -28,6 +28,7 @@ def seeds_summary(results: list[FidelityResult], settings: dict[str, Any]) -> di
     out: dict[str, Any] = {"seeds": [r.meta.get("seed") for r in results], **settings,
                            "server_delay_ms": m.get("server_delay_ms"),
                            "client_rate_mbps": m.get("client_rate_mbps"),
+                           "client_pairing": m.get("client_pairing"),
                            "monitor": m.get("monitor", "bottleneck"),
                            "monitor_why": m.get("monitor_why", ""),
                            "congestion_control": m.get("congestion_control"),
@@ -107,6 +108,8 @@ def seeds_table(name: str, summary: dict[str, Any]) -> str:
                 if summary.get("acks") == "model" else "")
              + f", TCP {summary.get('congestion_control') or 'bbr (host default)'}"
              + (f", tcp_rmem {summary['tcp_rmem']}" if summary.get("tcp_rmem") else "")
+             + (f", client links pairing {summary['client_pairing']:g}"
+                if summary.get("client_pairing") else "")
              + (f", access links x{summary['capacity_scale']:g}"
                 if summary.get("capacity_scale", 1.0) != 1.0 else "")
              + (f", every server {summary['server_delay_ms']:g} ms away"

@@ -132,10 +132,12 @@ class PipeSpec:
     queue_bytes: int | None = None
     queue_packets: int | None = None
     loss: LossModel = field(default_factory=LossModel)
+    pairing: float = 0.0  # share of queued packets that depart with the one before
 
     def __post_init__(self) -> None:
         if self.rate_bps is not None:
             _number("pipe.rate_bps", self.rate_bps)
+        _number("pipe.pairing", self.pairing)
         _u64("pipe.delay_us", self.delay_us)
         for name in ("queue_bytes", "queue_packets"):
             if getattr(self, name) is not None:
@@ -159,6 +161,7 @@ def pipe_from_link(link: LinkDir) -> PipeSpec:
         queue_bytes=link.queue_bytes,
         queue_packets=link.queue_packets,
         loss=loss_model(link.loss),
+        pairing=link.pairing,
     )
 
 
@@ -175,6 +178,7 @@ def link_from_pipe(pipe: PipeSpec) -> LinkDir:
             "queue_bytes": pipe.queue_bytes,
             "queue_packets": pipe.queue_packets,
             "loss": asdict(pipe.loss),
+            "pairing": pipe.pairing,
         }
     )
 

@@ -124,6 +124,7 @@ def draw_links(samples: NetSamples, draw: ModelDraw, n: int, seed: int) -> list[
                 delay_ms=round(float(delay[i]), 3),
                 queue_packets=draw.queue_packets,
                 loss=Loss.model_validate(p),
+                pairing=draw.pairing,
             )
         except ValidationError as exc:
             problem = format_validation_error(exc)

@@ -41,6 +41,7 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
+from swell.errors import SwellError
 from swell.topologies.spec import LinkDir, Loss, ms_to_us
 
 DEFAULT_QUEUE_PACKETS = 1000
@@ -99,7 +100,14 @@ def loss_args(loss: Loss) -> list[str]:
 
 
 def netem_args(link: LinkDir, mtu: int = 1500) -> list[str]:
-    """The netem qdisc's own arguments (after ``netem``)."""
+    """The netem qdisc's own arguments (after ``netem``).
+
+    A link with ``pairing`` is refused: netem has no packet that leaves with the one
+    before it (its ``slot`` releases whole time slots), and a run that dropped it
+    would emulate another link than the spec's."""
+    if link.pairing > 0:
+        raise SwellError("pairing", f"{link.pairing:g} asked for, but only the native engine "
+                         "(swell-link) emulates it: use engine native, or pairing 0")
     args = ["limit", str(netem_limit(link, mtu))]
     if link.delay_ms > 0:
         args += ["delay", fmt_delay(link.delay_ms)]

@@ -28,6 +28,8 @@ Shape of a spec (YAML)::
 Access links apply the same parameters in both directions (host -> network
 "up" and network -> host "down"). ``loss`` is a probability per packet and
 per direction; a float is Bernoulli loss, a mapping selects Gilbert-Elliott.
+``pairing`` is the share of packets queued right behind another that arrive with
+it (frame aggregation, receive coalescing; native engine only: docs/topologies.md).
 
 :class:`Loss` and :class:`LinkDir` are the one definition of what a link may
 be (probabilities, rate, delay and queue ranges, which fields go together).
@@ -134,6 +136,10 @@ class LinkDir(StrictModel):
     queue_bytes: int | None = Field(None, ge=1500, le=1 << 30)
     queue_packets: int | None = Field(None, ge=1, le=1_000_000)
     loss: Loss = Loss()
+    pairing: float = Field(0.0, ge=0, le=1, description=(
+        "share of the packets queued right behind another that arrive together with it "
+        "(a last hop that aggregates frames, a host that coalesces receive interrupts); "
+        "native engine only"))
 
     @model_validator(mode="after")
     def _one_queue_limit(self) -> LinkDir:
@@ -172,6 +178,7 @@ class ModelDraw(StrictModel):
     side: Literal["client", "server"]
     max_rate_mbps: float | None = Field(None, gt=0, description="cap drawn capacities")
     queue_packets: int = Field(100, ge=1, le=1_000_000)
+    pairing: float = Field(0.0, ge=0, le=1, description="every drawn link's pairing")
 
 
 class QuickAck(StrictModel):

@@ -324,6 +324,15 @@ def engine_config(plan: TestbedPlan, state: str) -> dict[str, Any]:
                                 seed=spec.seed).to_json()
 
 
+def pairs_packets(plan: TestbedPlan) -> bool:
+    """Whether a link of the run has ``pairing`` (the router must run swell-link)."""
+    from swell.topologies.spec import spec_from_dict
+
+    bn = spec_from_dict(plan.spec, "testbed spec").bottleneck
+    return any(link.pairing > 0 for link in (bn.forward_dir(), bn.reverse_dir())) or any(
+        h.link is not None and LinkDir.model_validate(h.link).pairing > 0 for h in plan.hosts)
+
+
 def netem_batches(plan: TestbedPlan, mtu: int = 1500) -> dict[str, list[list[str]]]:
     """The router's tc commands when it shapes with netem/htb (:mod:`.netem`'s forms).
 
@@ -386,10 +395,18 @@ def host_vars(plan: TestbedPlan, hosts: HostsFile) -> dict[str, dict[str, Any]]:
         out[m.name] = {**hv, "swell_host": {**v, "steps": edge_steps(v)}}
     hv = common(hosts.router.name)
     state = hv["swell_state"]
+    choice, netem_cmds = hosts.router_engine, None
+    if pairs_packets(plan):  # only swell-link delivers a packet with the one before
+        if choice == "netem":
+            raise SwellError("router_engine", "netem asked for, but the spec's links pair "
+                             "packets (pairing), which only swell-link emulates")
+        choice = "native"
+    else:
+        netem_cmds = netem_batches(plan)
     v = {"kind": "router", "prefix": plan.prefix, "state": state,
          "ports": [asdict(p) for p in plan.ports], "core": plan.core,
-         "rule_pref": RULE_PREF, "tables": TABLES, "engine_choice": hosts.router_engine,
-         "engine": engine_config(plan, state), "netem": netem_batches(plan),
+         "rule_pref": RULE_PREF, "tables": TABLES, "engine_choice": choice,
+         "engine": engine_config(plan, state), "netem": netem_cmds,
          "capture": plan.spec.get("capture", {"enabled": True, "snaplen": 128})}
     out[hosts.router.name] = {**hv, "swell_host": {**v, "steps": router_steps(v)}}
     return out

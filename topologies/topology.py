@@ -94,6 +94,14 @@ def resolve_host_links(spec: TopologySpec, plan: AddressPlan) -> HostLinks:
     return out
 
 
+def uses_pairing(spec: TopologySpec, host_links: HostLinks) -> bool:
+    """Whether any link of the topology pairs packets (``LinkDir.pairing``)."""
+    bn = spec.bottleneck
+    links = [bn.forward_dir(), bn.reverse_dir()] + [
+        link for side in host_links.values() for _, link in side]
+    return any(link.pairing > 0 for link in links)
+
+
 def netns_inode(pid: int) -> int | None:
     try:
         return os.stat(f"/proc/{pid}/ns/net").st_ino
@@ -264,7 +272,13 @@ class Topology:
         requested = self.requested_engine
         if self.spec.capture.clients and requested == "auto" and facts.native:
             requested = "native"  # the one engine with a tap before the uplinks
+        pairing = uses_pairing(self.spec, self.host_links)
+        if pairing and requested == "auto" and facts.native:
+            requested = "native"  # the one engine that pairs packets (netem.netem_args)
         name = choose_engine(requested, facts)
+        if pairing and name != "native":
+            raise SwellError("pairing", "needs the native engine: netem has no packet that "
+                             "leaves with the one before it (a link's pairing)")
         if self.spec.capture.clients and name != "native":
             raise SwellError("capture.clients", "needs the native engine: netem shapes a "
                              "host's uplink on its own interface, before any capture sees "

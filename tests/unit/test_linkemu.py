@@ -95,6 +95,8 @@ def test_pipe_from_link_converts_units_only() -> None:
     assert loss_model(Loss.model_validate(0.01)) == LossModel("bernoulli", p=0.01)
     back = link_from_pipe(pipe)
     assert (back.rate_mbps, back.delay_ms, back.queue_bytes, back.loss) == (20, 1.234, 100_000, ge)
+    paired = pipe_from_link(LinkDir(rate_mbps=10, pairing=0.17))
+    assert paired.pairing == 0.17 and link_from_pipe(paired).pairing == 0.17
 
 
 # What a link may be is the spec's rule (its equivalents are in test_topo_spec.py);
@@ -106,6 +108,8 @@ NOT_A_LINK = [
     (PipeSpec(rate_bps=-5.0), "rate_mbps"),
     (PipeSpec(queue_bytes=9000, queue_packets=10), "not both"),
     (PipeSpec(queue_packets=0), "queue_packets"),
+    (PipeSpec(pairing=1.5), "pairing"),
+    (PipeSpec(pairing=-0.1), "pairing"),
 ]
 
 

@@ -43,11 +43,11 @@ SPEC = {"network": "10.78.0.0/16", "bottleneck": {"rate_mbps": 20, "delay_ms": 1
         "servers": {"count": 2, "access": {"delay_ms": 7}}, "seed": 3}
 
 
-def _plan(tmp_path, hosts=HOSTS):
+def _plan(tmp_path, hosts=HOSTS, spec_data=SPEC):
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(hosts))
     hf = load_hosts(path)
-    spec = spec_from_dict(SPEC)
+    spec = spec_from_dict(spec_data)
     links = resolve_host_links(spec, plan_addresses(spec))
     return hf, plan_testbed(spec, {k: list(v) for k, v in links.items()}, hf, "swl0001")
 
@@ -184,3 +184,20 @@ def test_local_only_run_flags_are_refused_with_a_testbed(tmp_path, capsys, flag)
     assert rc == 2 and err.count("\n") == 0, err
     assert flag[0] in err and "--testbed" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("choice", ["auto", "netem", "native"])
+def test_links_that_pair_packets_need_swell_link_on_the_router(tmp_path, choice):
+    """A link with ``pairing``: the router runs swell-link (auto and native), netem is
+    refused at planning (it has no such delivery), and no netem batch is written."""
+    data = {**SPEC, "servers": {"count": 2, "access": {"delay_ms": 7, "rate_mbps": 10,
+                                                       "pairing": 0.2}}}
+    hf, plan = _plan(tmp_path, {**HOSTS, "router_engine": choice}, data)
+    if choice == "netem":
+        with pytest.raises(SwellError, match="router_engine.*pairing"):
+            host_vars(plan, hf)
+        return
+    router = host_vars(plan, hf)["core"]["swell_host"]
+    assert router["engine_choice"] == "native" and router["netem"] is None
+    engine = EngineConfig.from_json(router["engine"])
+    assert sorted(h.up.pairing for h in engine.hosts) == [0.0] * 5 + [0.2] * 2

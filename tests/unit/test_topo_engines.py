@@ -191,6 +191,13 @@ def test_capture_beside_the_clients_needs_the_native_engine(tmp_path, monkeypatc
     spec = spec_from_dict({**SPEC.model_dump(mode="json"), "capture": {"clients": True}})
     topo = Topology(spec, engine=requested, facts=facts, state_root=tmp_path,
                     capture_dir=tmp_path / "cap")
+    assert_native_or_refused(topo, monkeypatch, tmp_path, ok,
+                             "capture.clients.*native engine")
+
+
+def assert_native_or_refused(topo, monkeypatch, tmp_path, ok: bool, refusal: str) -> None:
+    """``topo.up()`` chooses the native engine (``ok``; stopped before anything is built)
+    or is refused with ``refusal`` before any state is written."""
     if ok:
         picked = []
 
@@ -203,6 +210,40 @@ def test_capture_beside_the_clients_needs_the_native_engine(tmp_path, monkeypatc
             topo.up()
         assert picked == ["native"]
     else:
-        with pytest.raises(SwellError, match="capture.clients.*native engine"):
+        with pytest.raises(SwellError, match=refusal):
             topo.up()
         assert list(tmp_path.iterdir()) == []  # refused before any state was written
+
+
+@pytest.mark.parametrize(
+    ("requested", "facts", "ok"),
+    [("auto", EngineFacts(True, True, True), True),  # auto picks native: it pairs
+     ("netem", EngineFacts(True, True, True), False),
+     ("auto", EngineFacts(True, True, False, "no AF_PACKET"), False)],
+)
+def test_pairing_needs_the_native_engine(tmp_path, monkeypatch, requested, facts, ok):
+    """A link that pairs packets (``pairing``) is the native engine's alone: auto takes it,
+    netem is refused before anything is built, and netem's arguments refuse it too."""
+    from swell.topologies.netem import netem_args
+    from swell.topologies.topology import Topology
+
+    data = SPEC.model_dump(mode="json")
+    data["clients"] = {**data["clients"], "access": {"rate_mbps": 10, "pairing": 0.2}}
+    spec = spec_from_dict(data)
+    topo = Topology(spec, engine=requested, facts=facts, state_root=tmp_path)
+    assert_native_or_refused(topo, monkeypatch, tmp_path, ok, "pairing")
+    with pytest.raises(SwellError, match="only the native engine"):
+        netem_args(spec.clients.access)
+    assert "pairing" not in " ".join(netem_args(spec.servers.access))
+
+
+def test_drawn_links_take_the_draws_pairing(tmp_path):
+    write_model(tmp_path / "m")
+    draw = ModelDraw(path=tmp_path / "m", side="client", pairing=0.15)
+    links = draw_links(read_net_samples(draw.path, "client"), draw, 8, seed=3)
+    assert {link.pairing for link in links} == {0.15}
+    plain = draw_links(read_net_samples(draw.path, "client"), draw.model_copy(
+        update={"pairing": 0.0}), 8, seed=3)
+    assert [link.model_copy(update={"pairing": 0.0}) for link in links] == plain
+    with pytest.raises(ValueError, match="pairing"):
+        ModelDraw(path=tmp_path / "m", side="client", pairing=1.5)

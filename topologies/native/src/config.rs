@@ -42,6 +42,10 @@ pub struct PipeConf {
     pub queue_packets: Option<u64>,
     #[serde(default)]
     pub loss: LossSpec,
+    /// Share of the packets queued right behind another that arrive together with
+    /// it (link-layer aggregation or receive coalescing, `pipe.rs`); 0 = none.
+    #[serde(default)]
+    pub pairing: f64,
 }
 
 #[derive(Deserialize, Clone, Debug)]

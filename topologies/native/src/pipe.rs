@@ -13,6 +13,15 @@
 //!   `8 * len / R` seconds, so packets leave spaced by size/R exactly;
 //! * departure = end of serialisation + delay.
 //!
+//! * pairing (optional, `pairing` = p): a packet whose serialisation starts the
+//!   moment the one before it ends (queued right behind it) is, with probability p,
+//!   delivered together with that one: its departure is the other's, and the
+//!   serialiser still counts its bytes, so the packet after it comes two packet
+//!   times later and the rate is kept. Never three in a row. This is what a
+//!   monitor behind a last hop that aggregates frames (DSL, DOCSIS, Wi-Fi) or a
+//!   host that coalesces receive interrupts records: a sixth of the full-sized
+//!   data packets of the bundled traces' clients arrived so (docs/fidelity.md).
+//!
 //! Departures are therefore non-decreasing and the pipe is a plain FIFO of
 //! `(departure, item)`; the engine keeps one timer entry per non-empty pipe.
 //! The engine passes the scheduled departure (not the wall-clock time it got
@@ -161,6 +170,10 @@ pub struct Pipe<T> {
     /// End of the last accepted packet's serialisation, in picoseconds.
     tx_end_ps: f64,
     last_depart: u64,
+    /// Probability that a packet queued right behind another departs with it.
+    pairing: f64,
+    /// The last accepted packet departs with the one before it (no third).
+    last_paired: bool,
     /// (serialisation start ns, length) of accepted packets, for the backlog.
     backlog: VecDeque<(u64, u32)>,
     backlog_bytes: u64,
@@ -191,6 +204,8 @@ impl<T> Pipe<T> {
             loss: Loss::from_spec(&conf.loss),
             tx_end_ps: 0.0,
             last_depart: 0,
+            pairing: conf.pairing,
+            last_paired: false,
             backlog: VecDeque::new(),
             backlog_bytes: 0,
             fifo: VecDeque::new(),
@@ -267,8 +282,15 @@ impl<T> Pipe<T> {
                 c.peak_queue_packets = c.peak_queue_packets.max(self.backlog.len() as u64);
             }
         }
-        let depart =
-            ((self.tx_end_ps / 1000.0).ceil() as u64 + self.delay_ns).max(self.last_depart);
+        let behind = self.ps_per_byte > 0.0 && start_ps > t_ps && !self.fifo.is_empty();
+        let paired =
+            behind && self.pairing > 0.0 && !self.last_paired && self.rng.uniform() < self.pairing;
+        self.last_paired = paired;
+        let depart = if paired {
+            self.last_depart
+        } else {
+            ((self.tx_end_ps / 1000.0).ceil() as u64 + self.delay_ns).max(self.last_depart)
+        };
         self.last_depart = depart;
         self.counters.packets += 1;
         self.counters.bytes += u64::from(len);
@@ -302,6 +324,7 @@ mod tests {
             queue_bytes: qb,
             queue_packets: qp,
             loss: LossSpec::default(),
+            pairing: 0.0,
         }
     }
 
@@ -321,6 +344,60 @@ mod tests {
         // An idle link does not bank credit: a packet arriving later starts at its arrival.
         let (d, _) = p.enter(100_000_000, 1250, 99).unwrap();
         assert_eq!(d, 100_000_000 + 1_000_000 + 500_000);
+    }
+
+    fn paired(pairing: f64) -> Pipe<u32> {
+        let mut c = conf(Some(10e6), 500, None, Some(100_000));
+        c.pairing = pairing;
+        Pipe::new("x".into(), &c, 7)
+    }
+
+    #[test]
+    fn pairing_one_delivers_queued_packets_two_at_a_time_at_the_same_rate() {
+        let mut p = paired(1.0);
+        let departs: Vec<u64> = (0..20)
+            .map(|i| p.enter(1_000_000, 1250, i).unwrap().0)
+            .collect();
+        // the first starts at once; each odd one was queued right behind an even one
+        // and departs with it; each even one leaves when a serialiser would send it
+        // (its own end of serialisation), so the pairs keep the rate
+        let base = 1_000_000 + 500_000;
+        let want: Vec<u64> = (0..20u64)
+            .map(|i| base + (i - i % 2 + 1) * 1_000_000)
+            .collect();
+        assert_eq!(departs, want);
+        assert!(departs.windows(2).all(|w| w[1] >= w[0]), "FIFO order kept");
+    }
+
+    #[test]
+    fn pairing_leaves_a_packet_on_an_idle_link_alone() {
+        let mut p = paired(1.0);
+        let (d1, _) = p.enter(0, 1250, 1).unwrap();
+        let (d2, _) = p.enter(5_000_000, 1250, 2).unwrap(); // link idle since 1 ms
+        assert_eq!((d1, d2), (1_500_000, 6_500_000));
+    }
+
+    #[test]
+    fn pairing_share_is_drawn_per_queued_packet() {
+        let mut p = paired(0.2);
+        let (mut together, mut queued, mut last) = (0u32, 0u32, None);
+        for i in 0..20_000u32 {
+            let (d, _) = p.enter(0, 1250, i).unwrap();
+            if i > 0 {
+                queued += 1;
+                together += u32::from(Some(d) == last);
+            }
+            last = Some(d);
+        }
+        // p over the packets not right after a pair: 0.2 / 1.2 of all queued ones
+        let share = f64::from(together) / f64::from(queued);
+        assert!((share - 0.2 / 1.2).abs() < 0.01, "share {share}");
+        let mut none = paired(0.0);
+        let d: Vec<u64> = (0..5).map(|i| none.enter(0, 1250, i).unwrap().0).collect();
+        assert!(
+            d.windows(2).all(|w| w[1] - w[0] == 1_000_000),
+            "pairing 0: a serialiser"
+        );
     }
 
     #[test]
