@@ -51,6 +51,7 @@ ready to be looked up in a YAML line map.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -169,6 +170,12 @@ class Bottleneck(LinkDir):
 
     def reverse_dir(self) -> LinkDir:
         return self.reverse if self.reverse is not None else self.forward_dir()
+
+
+def any_pairing(bottleneck: Bottleneck, links: Iterable[LinkDir]) -> bool:
+    """Whether the bottleneck or any of ``links`` pairs packets (only swell-link does)."""
+    both = (bottleneck.forward_dir(), bottleneck.reverse_dir())
+    return any(link.pairing > 0 for link in (*both, *links))
 
 
 class ModelDraw(StrictModel):

@@ -326,11 +326,10 @@ def engine_config(plan: TestbedPlan, state: str) -> dict[str, Any]:
 
 def pairs_packets(plan: TestbedPlan) -> bool:
     """Whether a link of the run has ``pairing`` (the router must run swell-link)."""
-    from swell.topologies.spec import spec_from_dict
+    from swell.topologies.spec import any_pairing, spec_from_dict
 
-    bn = spec_from_dict(plan.spec, "testbed spec").bottleneck
-    return any(link.pairing > 0 for link in (bn.forward_dir(), bn.reverse_dir())) or any(
-        h.link is not None and LinkDir.model_validate(h.link).pairing > 0 for h in plan.hosts)
+    return any_pairing(spec_from_dict(plan.spec, "testbed spec").bottleneck, (
+        LinkDir.model_validate(h.link) for h in plan.hosts if h.link is not None))
 
 
 def netem_batches(plan: TestbedPlan, mtu: int = 1500) -> dict[str, list[list[str]]]:

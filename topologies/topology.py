@@ -53,7 +53,7 @@ from swell.topologies.engines import (
 from swell.topologies.layout import Layout, build_layout, in_ns, run, stop_layout
 from swell.topologies.modelnet import group_links
 from swell.topologies.quickack import quickack_lines
-from swell.topologies.spec import LinkDir, TopologySpec
+from swell.topologies.spec import LinkDir, TopologySpec, any_pairing
 
 STATE_ROOT = Path(os.environ.get("SWELL_STATE_ROOT", "/run/swell"))
 
@@ -92,14 +92,6 @@ def resolve_host_links(spec: TopologySpec, plan: AddressPlan) -> HostLinks:
         hosts = plan.bg_hosts(side)  # type: ignore[arg-type]
         out[side] = list(zip(hosts, links, strict=True))  # type: ignore[index]
     return out
-
-
-def uses_pairing(spec: TopologySpec, host_links: HostLinks) -> bool:
-    """Whether any link of the topology pairs packets (``LinkDir.pairing``)."""
-    bn = spec.bottleneck
-    links = [bn.forward_dir(), bn.reverse_dir()] + [
-        link for side in host_links.values() for _, link in side]
-    return any(link.pairing > 0 for link in links)
 
 
 def netns_inode(pid: int) -> int | None:
@@ -272,7 +264,8 @@ class Topology:
         requested = self.requested_engine
         if self.spec.capture.clients and requested == "auto" and facts.native:
             requested = "native"  # the one engine with a tap before the uplinks
-        pairing = uses_pairing(self.spec, self.host_links)
+        pairing = any_pairing(self.spec.bottleneck, (
+            link for side in self.host_links.values() for _, link in side))
         if pairing and requested == "auto" and facts.native:
             requested = "native"  # the one engine that pairs packets (netem.netem_args)
         name = choose_engine(requested, facts)
